@@ -1,0 +1,64 @@
+"""The in-memory reference backend (`memory://`): exact, obvious, and the conformance oracle."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from recallstack.core.capabilities import Capabilities
+from recallstack.core.filters import ALL_OPERATORS
+from recallstack.core.hookspecs import hookimpl
+from recallstack.core.registry import Backend, ConformanceTarget
+
+CAPABILITIES = Capabilities(operators=ALL_OPERATORS)
+
+
+def _vector_store(url: str, **options: Any) -> Any:
+    from recallstack.adapters.memory.vector import InMemoryVectorStore
+
+    return InMemoryVectorStore(**options)
+
+
+def _storage(url: str, **options: Any) -> Any:
+    from recallstack.adapters.memory.storage import InMemoryStorage
+
+    return InMemoryStorage(**options)
+
+
+@hookimpl
+def register_vector_stores(register: Callable[[Backend], None]) -> None:
+    register(
+        Backend(
+            kind="vector",
+            name="memory",
+            schemes=("memory",),
+            factory=_vector_store,
+            capabilities=CAPABILITIES,
+            description="in-process reference store (numpy, exact); the conformance oracle",
+        )
+    )
+
+
+@hookimpl
+def register_storages(register: Callable[[Backend], None]) -> None:
+    register(
+        Backend(
+            kind="storage",
+            name="memory",
+            schemes=("memory",),
+            factory=_storage,
+            description="in-process storage of threads, messages and resources",
+        )
+    )
+
+
+@contextmanager
+def _fresh() -> Iterator[str]:
+    yield "memory://"
+
+
+@hookimpl
+def register_conformance_targets(register: Callable[[ConformanceTarget], None]) -> None:
+    register(ConformanceTarget(backend="memory", kind="vector", start=_fresh, mode="in process"))
+    register(ConformanceTarget(backend="memory", kind="storage", start=_fresh, mode="in process"))

@@ -1,0 +1,1 @@
+"""The core: models, the filter language, contracts and the plugin registry."""

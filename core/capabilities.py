@@ -1,0 +1,29 @@
+"""What a backend can honour; the conformance suite holds it to its word."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from recallstack.core.filters import ALL_OPERATORS, REQUIRED_OPERATORS
+from recallstack.core.vectors import METRICS, IndexType, Metric
+
+
+class Capabilities(BaseModel):
+    """Declared support. Undeclared operators and metrics must raise, never degrade."""
+
+    model_config = ConfigDict(frozen=True)
+
+    operators: frozenset[str] = REQUIRED_OPERATORS
+    metrics: frozenset[Metric] = frozenset(METRICS)
+    index_types: frozenset[IndexType] = frozenset({"flat"})
+    exact: bool = True
+    """Queries return the exact top-K (no approximate index in the way)."""
+    stand_in: str | None = None
+    """Set when tests run against a stand-in rather than the real engine."""
+
+    def model_post_init(self, _context: object) -> None:
+        unknown = self.operators - ALL_OPERATORS
+        if unknown:
+            raise ValueError(f"unknown operators declared: {sorted(unknown)}")
+        if not REQUIRED_OPERATORS <= self.operators:
+            raise ValueError(f"required operators missing: {sorted(REQUIRED_OPERATORS - self.operators)}")

@@ -1,0 +1,91 @@
+"""Memory configuration, with the spec's defaults (semantic-recall.md §3)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from recallstack.core.filters import parse_filter
+from recallstack.core.vectors import IndexConfig
+
+
+class MessageRange(BaseModel):
+    """How many neighbours to fetch before and after each recalled message."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    before: int = Field(default=1, ge=0)
+    after: int = Field(default=1, ge=0)
+
+
+class SemanticRecallConfig(BaseModel):
+    """Semantic recall options; `True` in `MemoryConfig` means all of these defaults."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    top_k: int = Field(default=4, gt=0)
+    message_range: MessageRange = MessageRange()
+    scope: Literal["thread", "resource"] = "resource"
+    threshold: float | None = None
+    filter: dict[str, Any] | None = None
+    index_name: str | None = Field(default=None, min_length=1)
+    index_config: IndexConfig = IndexConfig()
+
+    @field_validator("message_range", mode="before")
+    @classmethod
+    def _range(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError("message_range is an int or {before, after}")
+        return {"before": value, "after": value} if isinstance(value, int) else value
+
+    @field_validator("filter")
+    @classmethod
+    def _filter(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        parse_filter(value)  # raises FilterError with the offending path
+        return value
+
+
+class MemoryConfig(BaseModel):
+    """What memory loads into each turn."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    last_messages: int | Literal[False] = 10
+    """Recent messages of the thread to load; False disables history."""
+    semantic_recall: SemanticRecallConfig | Literal[False] = False
+    """Off unless enabled; True means the defaults."""
+
+    @field_validator("semantic_recall", mode="before")
+    @classmethod
+    def _recall(cls, value: Any) -> Any:
+        return SemanticRecallConfig() if value is True else value
+
+    @model_validator(mode="after")
+    def _history(self) -> MemoryConfig:
+        if self.last_messages is not False and (
+            isinstance(self.last_messages, bool) or self.last_messages < 0
+        ):
+            raise ValueError("last_messages is an int >= 0 or False")
+        return self
+
+    def merged(self, overrides: Mapping[str, Any] | None) -> MemoryConfig:
+        """This configuration with per-call overrides deep-merged over it."""
+        if not overrides:
+            return self
+        base = self.model_dump()
+        if overrides.get("semantic_recall") is True and not self.semantic_recall:
+            base["semantic_recall"] = SemanticRecallConfig().model_dump()
+        return MemoryConfig.model_validate(deep_merge(base, dict(overrides)))
+
+
+def deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """Nested dicts merge key by key; any other value in `overrides` replaces."""
+    out = dict(base)
+    for key, value in overrides.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(dict(out[key]), dict(value))
+        else:
+            out[key] = value
+    return out

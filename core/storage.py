@@ -1,0 +1,209 @@
+"""The storage contract (backends.md §4): threads, messages, resources.
+
+Storage is the source of truth. Public methods check arguments and the
+thread/resource invariants, then call the adapter's `_`-methods.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, ClassVar, Literal
+
+from recallstack.core.errors import InvalidInputError, NotFoundError
+from recallstack.core.messages import Message, as_utc, utc_now
+from recallstack.core.records import Include, MessagePage, Resource, Thread, ThreadPage
+
+Order = Literal["asc", "desc"]
+ThreadOrderBy = Literal["created_at", "updated_at"]
+
+
+class Storage(ABC):
+    """A store of threads, messages and resources. Subclasses set `backend`."""
+
+    backend: ClassVar[str]
+
+    # ---- resources ------------------------------------------------------------
+
+    def get_resource(self, resource_id: str) -> Resource | None:
+        return self._get_resource(resource_id)
+
+    def save_resource(self, resource: Resource) -> Resource:
+        """Insert or replace a resource."""
+        return self._save_resource(resource)
+
+    # ---- threads --------------------------------------------------------------
+
+    def save_thread(self, thread: Thread) -> Thread:
+        """Insert or replace a thread."""
+        return self._save_thread(thread)
+
+    def get_thread(self, thread_id: str) -> Thread | None:
+        return self._get_thread(thread_id)
+
+    def update_thread(
+        self, thread_id: str, *, title: str | None = None, metadata: dict[str, Any] | None = None
+    ) -> Thread:
+        """Change a thread's title and/or metadata (metadata is replaced whole)."""
+        thread = self._get_thread(thread_id)
+        if thread is None:
+            raise NotFoundError(f"thread {thread_id!r} does not exist")
+        changes: dict[str, Any] = {"updated_at": utc_now()}
+        if title is not None:
+            changes["title"] = title
+        if metadata is not None:
+            changes["metadata"] = metadata
+        return self._save_thread(thread.model_copy(update=changes))
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete a thread and its messages (vectors are the caller's: see Memory)."""
+        self._delete_thread(thread_id)
+
+    def list_threads(
+        self,
+        resource_id: str,
+        *,
+        page: int = 0,
+        per_page: int | None = None,
+        order_by: ThreadOrderBy = "created_at",
+        order: Order = "desc",
+    ) -> ThreadPage:
+        """A resource's threads, ordered by `order_by` then id."""
+        _check_paging(page, per_page)
+        if order_by not in ("created_at", "updated_at") or order not in ("asc", "desc"):
+            raise InvalidInputError(f"cannot order threads by {order_by!r} {order!r}")
+        return self._list_threads(resource_id, page, per_page, order_by, order)
+
+    # ---- messages -------------------------------------------------------------
+
+    def save_messages(self, messages: Sequence[Message]) -> list[Message]:
+        """Upsert messages by id, in one transaction. Their threads must exist.
+
+        A message's `resource_id` is taken from its thread; a message may move
+        to another thread by saving it again.
+        """
+        if not messages:
+            return []
+        ids = [m.id for m in messages]
+        if len(set(ids)) != len(ids):
+            raise InvalidInputError("save_messages: the batch repeats a message id")
+        owners: dict[str, str] = {}
+        for thread_id in dict.fromkeys(m.thread_id for m in messages):
+            thread = self._get_thread(thread_id)
+            if thread is None:
+                raise NotFoundError(f"save_messages: thread {thread_id!r} does not exist")
+            owners[thread_id] = thread.resource_id
+        checked = []
+        for m in messages:
+            owner = owners[m.thread_id]
+            if m.resource_id not in (None, owner):
+                raise InvalidInputError(
+                    f"message {m.id!r}: resource {m.resource_id!r} differs from its thread's "
+                    f"resource {owner!r}"
+                )
+            checked.append(m if m.resource_id else m.model_copy(update={"resource_id": owner}))
+        self._save_messages(checked)
+        return checked
+
+    def get_messages(self, ids: Sequence[str]) -> list[Message]:
+        """The messages with these ids that exist, ordered by (created_at, id)."""
+        return sorted(self._get_messages(list(dict.fromkeys(ids))), key=lambda m: m.sort_key)
+
+    def list_messages(
+        self,
+        thread_id: str,
+        *,
+        resource_id: str | None = None,
+        page: int = 0,
+        per_page: int | None = None,
+        order: Order = "asc",
+        start: datetime | None = None,
+        end: datetime | None = None,
+        include: Sequence[Include] = (),
+    ) -> MessagePage:
+        """One page of a thread's messages, plus the messages named by `include`.
+
+        Page 0 holds the oldest messages with `order="asc"` and the newest with
+        `"desc"`; `per_page=None` is every message and `per_page=0` none (only
+        the includes: the recall fast path). `start`/`end` bound `created_at`
+        inclusively. Each `Include` adds a message and its neighbours from the
+        message's own thread, only where it belongs to `resource_id` when one is
+        given; unknown ids are ignored. The result is de-duplicated and sorted
+        by (created_at, id) in `order`.
+        """
+        _check_paging(page, per_page)
+        if order not in ("asc", "desc"):
+            raise InvalidInputError(f"order must be 'asc' or 'desc', got {order!r}")
+        start = None if start is None else as_utc(start)
+        end = None if end is None else as_utc(end)
+        return self._list_messages(
+            thread_id, resource_id, page, per_page, order, start, end, list(include)
+        )
+
+    def delete_messages(self, ids: Sequence[str]) -> None:
+        """Delete messages by id; unknown ids are ignored."""
+        if ids:
+            self._delete_messages(list(ids))
+
+    def close(self) -> None:
+        """Release connections; the default has nothing to release."""
+
+    # ---- what an adapter implements ---------------------------------------------
+
+    @abstractmethod
+    def _get_resource(self, resource_id: str) -> Resource | None: ...
+
+    @abstractmethod
+    def _save_resource(self, resource: Resource) -> Resource: ...
+
+    @abstractmethod
+    def _save_thread(self, thread: Thread) -> Thread: ...
+
+    @abstractmethod
+    def _get_thread(self, thread_id: str) -> Thread | None: ...
+
+    @abstractmethod
+    def _delete_thread(self, thread_id: str) -> None: ...
+
+    @abstractmethod
+    def _list_threads(
+        self,
+        resource_id: str,
+        page: int,
+        per_page: int | None,
+        order_by: ThreadOrderBy,
+        order: Order,
+    ) -> ThreadPage: ...
+
+    @abstractmethod
+    def _save_messages(self, messages: list[Message]) -> None: ...
+
+    @abstractmethod
+    def _get_messages(self, ids: list[str]) -> list[Message]: ...
+
+    @abstractmethod
+    def _list_messages(
+        self,
+        thread_id: str,
+        resource_id: str | None,
+        page: int,
+        per_page: int | None,
+        order: Order,
+        start: datetime | None,
+        end: datetime | None,
+        include: list[Include],
+    ) -> MessagePage: ...
+
+    @abstractmethod
+    def _delete_messages(self, ids: list[str]) -> None: ...
+
+
+def _check_paging(page: int, per_page: int | None) -> None:
+    if isinstance(page, bool) or not isinstance(page, int) or page < 0:
+        raise InvalidInputError(f"page must be an int >= 0, got {page!r}")
+    if per_page is not None and (
+        isinstance(per_page, bool) or not isinstance(per_page, int) or per_page < 0
+    ):
+        raise InvalidInputError(f"per_page must be an int >= 0 or None, got {per_page!r}")
+

@@ -1,0 +1,287 @@
+"""The vector store contract (backends.md §2).
+
+Public methods validate every argument, then call the adapter's `_`-methods,
+so bad input is refused the same way on every backend and before anything is
+written. An adapter implements the abstract methods only.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from recallstack.core.capabilities import Capabilities
+from recallstack.core.errors import (
+    DimensionMismatchError,
+    IndexNotFoundError,
+    InvalidInputError,
+    UnsupportedFeatureError,
+)
+from recallstack.core.filters import Node, parse_filter, require_operators
+from recallstack.core.metadata import Metadata, normalize_metadata
+from recallstack.core.scores import Matrix
+from recallstack.core.vectors import METRICS, IndexConfig, IndexStats, Metric, QueryResult
+
+log = logging.getLogger(__name__)
+
+FilterInput = Mapping[str, Any] | Node | None
+"""A filter document, or one already parsed by `parse_filter`."""
+
+
+@dataclass(frozen=True)
+class VectorBatch:
+    """A validated upsert: ids, an (n, d) float32 matrix, normalised metadata."""
+
+    ids: list[str]
+    vectors: Matrix
+    metadata: list[Metadata]
+
+
+class VectorStore(ABC):
+    """An index-of-vectors backend. Subclasses set `backend` and `capabilities`."""
+
+    backend: ClassVar[str]
+    capabilities: ClassVar[Capabilities] = Capabilities()
+
+    # ---- public, validated API ------------------------------------------------
+
+    def create_index(
+        self,
+        name: str,
+        dimension: int,
+        metric: Metric | None = None,
+        config: IndexConfig | Mapping[str, Any] | None = None,
+    ) -> None:
+        """Create an index; idempotent. Another dimension → `DimensionMismatchError`."""
+        _check_name(name)
+        if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension <= 0:
+            raise InvalidInputError(f"index {name!r}: dimension must be a positive int")
+        cfg = IndexConfig.model_validate(config or {})
+        if metric is not None:
+            cfg = cfg.model_copy(update={"metric": metric})
+        if cfg.metric not in METRICS:
+            raise InvalidInputError(f"index {name!r}: unknown metric {cfg.metric!r}")
+        if cfg.metric not in self.capabilities.metrics:
+            raise UnsupportedFeatureError(
+                f"the {self.backend} backend does not support the {cfg.metric} metric"
+            )
+        if cfg.type is not None and cfg.type not in self.capabilities.index_types:
+            log.warning(
+                "the %s backend has no %s index; index %r uses its default",
+                self.backend,
+                cfg.type,
+                name,
+            )
+            cfg = cfg.model_copy(update={"type": None})
+        existing = self._shape(name)
+        if existing is not None:
+            if existing[0] != dimension:
+                raise DimensionMismatchError(existing[0], dimension, f"index {name!r}")
+            return
+        self._create_index(name, dimension, cfg)
+
+    def upsert(
+        self,
+        name: str,
+        ids: Sequence[str],
+        vectors: Sequence[Sequence[float]] | Matrix,
+        metadata: Sequence[Mapping[str, Any] | None] | None = None,
+    ) -> list[str]:
+        """Insert or overwrite vectors by id; returns the ids."""
+        dimension, metric = self._require(name)
+        batch = _validate_batch(ids, vectors, metadata, dimension, metric, name)
+        self._upsert(name, batch)
+        return batch.ids
+
+    def query(
+        self,
+        name: str,
+        vector: Sequence[float] | Matrix,
+        top_k: int = 10,
+        filter: FilterInput = None,
+        include_vector: bool = False,
+        min_score: float | None = None,
+    ) -> list[QueryResult]:
+        """The top_k most similar vectors that match the filter, best first, ties by id."""
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k <= 0:
+            raise InvalidInputError(f"top_k must be a positive int, got {top_k!r}")
+        if min_score is not None and not math.isfinite(min_score):
+            raise InvalidInputError(f"min_score must be a finite number, got {min_score!r}")
+        node = self._filter(filter)
+        dimension, metric = self._require(name)
+        q = _validate_vector(vector, dimension, metric, f"query on index {name!r}")
+        return self._query(name, q, top_k, node, include_vector, min_score)
+
+    def describe_index(self, name: str) -> IndexStats:
+        self._require(name)
+        return self._describe_index(name)
+
+    def list_indexes(self) -> list[str]:
+        return sorted(self._list_indexes())
+
+    def delete_index(self, name: str) -> None:
+        self._require(name)
+        self._delete_index(name)
+
+    def update(
+        self,
+        name: str,
+        id: str | None = None,
+        filter: FilterInput = None,
+        vector: Sequence[float] | Matrix | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Replace the vector and/or the whole metadata of one id or of every match."""
+        target = self._target(name, [id] if id is not None else None, filter, "update")
+        if vector is None and metadata is None:
+            raise InvalidInputError("update needs a vector, metadata or both")
+        dimension, metric = self._require(name)
+        v = None if vector is None else _validate_vector(vector, dimension, metric, "update")
+        meta = None if metadata is None else normalize_metadata(metadata, "update.metadata")
+        self._update(name, target, v, meta)
+
+    def delete(
+        self, name: str, ids: Sequence[str] | None = None, filter: FilterInput = None
+    ) -> None:
+        """Delete by ids or by filter (exactly one); no match is a no-op."""
+        target = self._target(name, ids, filter, "delete")
+        self._require(name)
+        self._delete(name, target)
+
+    # ---- shared checks --------------------------------------------------------
+
+    def _filter(self, filter: FilterInput) -> Node | None:
+        node = filter if isinstance(filter, Node) or filter is None else parse_filter(filter)
+        require_operators(node, self.capabilities.operators, self.backend)
+        return node
+
+    def _target(
+        self, name: str, ids: Sequence[str] | None, filter: FilterInput, what: str
+    ) -> list[str] | Node:
+        _check_name(name)
+        if (ids is None) == (filter is None):
+            raise InvalidInputError(f"{what} takes exactly one of ids/id or filter")
+        if ids is not None:
+            if isinstance(ids, str) or not ids:
+                raise InvalidInputError(f"{what}: ids must be a non-empty list of strings")
+            return [_check_id(i, f"{what}.ids[{n}]") for n, i in enumerate(ids)]
+        node = self._filter(filter)
+        if node is None:
+            raise InvalidInputError(f"{what}: an empty filter would match everything; refused")
+        return node
+
+    def _require(self, name: str) -> tuple[int, Metric]:
+        _check_name(name)
+        shape = self._shape(name)
+        if shape is None:
+            raise IndexNotFoundError(name)
+        return shape
+
+    # ---- what an adapter implements ---------------------------------------------
+
+    @abstractmethod
+    def _shape(self, name: str) -> tuple[int, Metric] | None:
+        """(dimension, metric) of an index, or None when it does not exist. Keep it cheap."""
+
+    @abstractmethod
+    def _create_index(self, name: str, dimension: int, config: IndexConfig) -> None: ...
+
+    @abstractmethod
+    def _upsert(self, name: str, batch: VectorBatch) -> None: ...
+
+    @abstractmethod
+    def _query(
+        self,
+        name: str,
+        vector: Matrix,
+        top_k: int,
+        filter: Node | None,
+        include_vector: bool,
+        min_score: float | None,
+    ) -> list[QueryResult]: ...
+
+    @abstractmethod
+    def _describe_index(self, name: str) -> IndexStats: ...
+
+    @abstractmethod
+    def _list_indexes(self) -> list[str]: ...
+
+    @abstractmethod
+    def _delete_index(self, name: str) -> None: ...
+
+    @abstractmethod
+    def _update(
+        self, name: str, target: list[str] | Node, vector: Matrix | None, metadata: Metadata | None
+    ) -> None: ...
+
+    @abstractmethod
+    def _delete(self, name: str, target: list[str] | Node) -> None: ...
+
+    def close(self) -> None:
+        """Release connections; the default has nothing to release."""
+
+
+def _check_name(name: str) -> None:
+    if not isinstance(name, str) or not name:
+        raise InvalidInputError(f"index names must be non-empty strings, got {name!r}")
+
+
+def _check_id(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise InvalidInputError(f"{where}: ids must be non-empty strings, got {value!r}")
+    return value
+
+
+def _validate_vector(
+    vector: Sequence[float] | Matrix, dimension: int, metric: Metric, where: str
+) -> Matrix:
+    try:
+        v = np.asarray(vector, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"{where}: the vector is not a list of numbers") from exc
+    if v.ndim != 1:
+        raise InvalidInputError(f"{where}: expected one vector, got shape {v.shape}")
+    if v.shape[0] != dimension:
+        raise DimensionMismatchError(dimension, v.shape[0], where)
+    if not np.isfinite(v).all():
+        raise InvalidInputError(f"{where}: the vector has NaN or infinite components")
+    if metric == "cosine" and not v.any():
+        raise InvalidInputError(f"{where}: a zero vector has no cosine similarity")
+    return v
+
+
+def _validate_batch(
+    ids: Sequence[str],
+    vectors: Sequence[Sequence[float]] | Matrix,
+    metadata: Sequence[Mapping[str, Any] | None] | None,
+    dimension: int,
+    metric: Metric,
+    name: str,
+) -> VectorBatch:
+    where = f"upsert into index {name!r}"
+    if isinstance(ids, str):
+        raise InvalidInputError(f"{where}: ids must be a list of strings, not one string")
+    id_list = [_check_id(i, f"{where}: ids[{n}]") for n, i in enumerate(ids)]
+    if not id_list:
+        raise InvalidInputError(f"{where}: the batch is empty")
+    if len(set(id_list)) != len(id_list):
+        raise InvalidInputError(f"{where}: the batch repeats an id")
+    if len(vectors) != len(id_list):
+        raise InvalidInputError(f"{where}: {len(id_list)} ids but {len(vectors)} vectors")
+    if metadata is not None and len(metadata) != len(id_list):
+        raise InvalidInputError(f"{where}: {len(id_list)} ids but {len(metadata)} metadata")
+    rows = [
+        _validate_vector(v, dimension, metric, f"{where}: vectors[{n}]")
+        for n, v in enumerate(vectors)
+    ]
+    meta = [
+        normalize_metadata(m, f"{where}: metadata[{n}]")
+        for n, m in enumerate(metadata or [None] * len(id_list))
+    ]
+    return VectorBatch(id_list, np.stack(rows), meta)

@@ -1,0 +1,42 @@
+"""Vector-side models: metrics, index configuration, statistics, query results."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Metric = Literal["cosine", "euclidean", "dotproduct"]
+IndexType = Literal["hnsw", "ivfflat", "flat", "diskann"]
+METRICS: tuple[Metric, ...] = ("cosine", "euclidean", "dotproduct")
+
+
+class IndexConfig(BaseModel):
+    """How a backend should index vectors. `type=None` means the backend's default."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: IndexType | None = None
+    metric: Metric = "cosine"
+    m: int = Field(default=16, gt=0)
+    ef_construction: int = Field(default=64, gt=0)
+    lists: int = Field(default=100, gt=0)
+
+
+class IndexStats(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    dimension: int
+    count: int
+    metric: Metric
+
+
+class QueryResult(BaseModel):
+    """One hit. `score` follows the one convention: higher is better (backends.md §3)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    score: float
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    vector: list[float] | None = None

@@ -1,0 +1,61 @@
+"""recallstack: long-term conversational memory for AI agents."""
+
+from recallstack.core.capabilities import Capabilities
+from recallstack.core.embedder import Embedder, index_name
+from recallstack.core.errors import (
+    BackendError,
+    DimensionMismatchError,
+    FilterError,
+    IndexNotFoundError,
+    InvalidInputError,
+    MissingDependencyError,
+    NotFoundError,
+    RecallstackError,
+    UnknownBackendError,
+    UnsupportedFeatureError,
+    UnsupportedFilterError,
+)
+from recallstack.core.filters import matches, parse_filter
+from recallstack.core.hookspecs import hookimpl
+from recallstack.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from recallstack.core.records import Include, Page, Resource, Thread
+from recallstack.core.registry import Backend, ConformanceTarget, registry
+from recallstack.core.storage import Storage
+from recallstack.core.vector_store import VectorStore
+from recallstack.core.vectors import IndexConfig, IndexStats, QueryResult
+
+__all__ = [
+    "Backend",
+    "BackendError",
+    "Capabilities",
+    "ConformanceTarget",
+    "DimensionMismatchError",
+    "Embedder",
+    "FilterError",
+    "Include",
+    "IndexConfig",
+    "IndexNotFoundError",
+    "IndexStats",
+    "InvalidInputError",
+    "Message",
+    "MissingDependencyError",
+    "NotFoundError",
+    "Page",
+    "QueryResult",
+    "RecallstackError",
+    "Resource",
+    "Storage",
+    "TextPart",
+    "Thread",
+    "ToolCallPart",
+    "ToolResultPart",
+    "UnknownBackendError",
+    "UnsupportedFeatureError",
+    "UnsupportedFilterError",
+    "VectorStore",
+    "hookimpl",
+    "index_name",
+    "matches",
+    "parse_filter",
+    "registry",
+]
