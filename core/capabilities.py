@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
-
 from recallstack.core.filters import ALL_OPERATORS, REQUIRED_OPERATORS
 from recallstack.core.vectors import METRICS, IndexType, Metric
 
@@ -25,5 +24,7 @@ class Capabilities(BaseModel):
         unknown = self.operators - ALL_OPERATORS
         if unknown:
             raise ValueError(f"unknown operators declared: {sorted(unknown)}")
-        if not REQUIRED_OPERATORS <= self.operators:
-            raise ValueError(f"required operators missing: {sorted(REQUIRED_OPERATORS - self.operators)}")
+        if not self.operators >= REQUIRED_OPERATORS:
+            raise ValueError(
+                f"required operators missing: {sorted(REQUIRED_OPERATORS - self.operators)}"
+            )

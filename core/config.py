@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
 from recallstack.core.filters import parse_filter
 from recallstack.core.vectors import IndexConfig
 
@@ -75,9 +74,16 @@ class MemoryConfig(BaseModel):
         if not overrides:
             return self
         base = self.model_dump()
-        if overrides.get("semantic_recall") is True and not self.semantic_recall:
-            base["semantic_recall"] = SemanticRecallConfig().model_dump()
-        return MemoryConfig.model_validate(deep_merge(base, dict(overrides)))
+        changes = dict(overrides)
+        recall = changes.get("semantic_recall")
+        if recall is True or isinstance(recall, Mapping):
+            if not self.semantic_recall:
+                base["semantic_recall"] = SemanticRecallConfig().model_dump()
+            if recall is True:
+                del changes["semantic_recall"]
+            elif "filter" in recall:  # a filter replaces, never merges key by key
+                base["semantic_recall"]["filter"] = None
+        return MemoryConfig.model_validate(deep_merge(base, changes))
 
 
 def deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

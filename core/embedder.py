@@ -33,4 +33,3 @@ def index_name(model_id: str, dimension: int) -> str:
     """
     slug = re.sub(r"[^a-z0-9]+", "_", model_id.lower())
     return f"memory_messages_{slug}_{dimension}"
-

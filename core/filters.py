@@ -84,7 +84,9 @@ def _parse_document(document: Any, where: str) -> Node:
             children = [_parse_document(d, f"{here}[{i}]") for i, d in enumerate(value)]
             nodes.append(Logical(key, tuple(children)))
         elif key in FIELD_OPERATORS:
-            raise FilterError(f"{key} must be applied to a field, as {{field: {{{key}: ...}}}}", here)
+            raise FilterError(
+                f"{key} must be applied to a field, as {{field: {{{key}: ...}}}}", here
+            )
         elif key.startswith("$"):
             raise FilterError(f"unknown operator {key}", here)
         else:

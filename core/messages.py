@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-
 from recallstack.core.errors import InvalidInputError
 
 Role = Literal["user", "assistant", "system", "tool"]
@@ -108,6 +107,8 @@ class Message(BaseModel):
     ) -> Message:
         """Build a message from an OpenAI-style chat message dict."""
         role = data.get("role")
+        if role not in ("user", "assistant", "system", "tool"):
+            raise InvalidInputError(f"unknown chat message role {role!r}")
         content = data.get("content")
         if isinstance(content, list):  # OpenAI content parts
             content = "\n".join(p.get("text", "") for p in content if p.get("type") == "text")
@@ -130,6 +131,4 @@ class Message(BaseModel):
             body = ""
         elif len(parts) == 1 and isinstance(parts[0], TextPart):
             body = parts[0].text
-        return cls(
-            thread_id=thread_id, resource_id=resource_id, role=role, content=body, **fields
-        )
+        return cls(thread_id=thread_id, resource_id=resource_id, role=role, content=body, **fields)

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
 import pluggy
-
 from recallstack.core import hookspecs
 from recallstack.core.capabilities import Capabilities
 from recallstack.core.embedder import Embedder
@@ -147,9 +146,7 @@ def build_registry(pm: pluggy.PluginManager) -> Registry:
         for impl in hook.get_hookimpls():
             impl.function(register=_adder(registry, kind, impl.plugin_name))
     for impl in pm.hook.register_conformance_targets.get_hookimpls():
-        impl.function(
-            register=lambda t, p=impl.plugin_name: registry.targets.append(_named(t, p))
-        )
+        impl.function(register=lambda t, p=impl.plugin_name: registry.targets.append(_named(t, p)))
     return registry
 
 

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
-
 from recallstack.core.vectors import Metric
 
 Matrix = npt.NDArray[np.float32]
@@ -20,13 +19,14 @@ def score(matrix: Matrix, query: Matrix, metric: Metric) -> npt.NDArray[np.float
     """Scores of every row of `matrix` (n, d) against `query` (d,)."""
     rows = matrix.astype(np.float64, copy=False)
     q = query.astype(np.float64, copy=False)
+    result: npt.NDArray[np.float64]
     if metric == "dotproduct":
-        return rows @ q
-    if metric == "cosine":
-        norms = np.linalg.norm(rows, axis=1) * np.linalg.norm(q)
-        return (rows @ q) / norms
-    distances = np.linalg.norm(rows - q, axis=1)
-    return 1.0 / (1.0 + distances)
+        result = rows @ q
+    elif metric == "cosine":
+        result = (rows @ q) / (np.linalg.norm(rows, axis=1) * np.linalg.norm(q))
+    else:
+        result = 1.0 / (1.0 + np.linalg.norm(rows - q, axis=1))
+    return result
 
 
 def from_distance(distance: float, metric: Metric) -> float:

@@ -206,4 +206,3 @@ def _check_paging(page: int, per_page: int | None) -> None:
         isinstance(per_page, bool) or not isinstance(per_page, int) or per_page < 0
     ):
         raise InvalidInputError(f"per_page must be an int >= 0 or None, got {per_page!r}")
-

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-
 from recallstack.core.capabilities import Capabilities
 from recallstack.core.errors import (
     DimensionMismatchError,

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import click
 from rich.console import Console
 from rich.table import Table
 
-from recallstack.core.filters import REQUIRED_OPERATORS
-from recallstack.core.registry import registry
+from recallstack.core.registry import Backend, registry
 
 
 @click.group()
@@ -15,24 +17,47 @@ def main() -> None:
     """Long-term conversational memory for AI agents."""
 
 
+def _describe(backend: Backend) -> dict[str, Any]:
+    caps = backend.capabilities
+    return {
+        "kind": backend.kind,
+        "name": backend.name,
+        "schemes": list(backend.schemes),
+        "plugin": backend.plugin,
+        "description": backend.description,
+        "installed": backend.missing_module() is None,
+        "install": f'pip install "recallstack[{backend.extra}]"' if backend.extra else None,
+        "capabilities": None if caps is None else json.loads(caps.model_dump_json()),
+    }
+
+
 @main.command()
-def backends() -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def backends(as_json: bool) -> None:
     """List the registered backends, their URL schemes and capabilities."""
+    rows = [_describe(b) for b in registry().all()]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, sort_keys=True))
+        return
     table = Table("kind", "name", "schemes", "plugin", "installed", "capabilities")
-    for backend in registry().all():
-        missing = backend.missing_module()
-        installed = "yes" if missing is None else f'no: pip install "recallstack[{backend.extra}]"'
-        caps = backend.capabilities
+    for row in rows:
+        caps = row["capabilities"]
         summary = ""
         if caps is not None:
-            extended = sorted(caps.operators - REQUIRED_OPERATORS)
             summary = (
-                f"metrics: {', '.join(sorted(caps.metrics))}; "
-                f"extra operators: {' '.join(extended) or 'none'}; "
-                f"{'exact' if caps.exact else 'approximate'} search"
+                f"operators: {' '.join(sorted(caps['operators']))}\n"
+                f"metrics: {', '.join(sorted(caps['metrics']))}; "
+                f"{'exact' if caps['exact'] else 'approximate'} search"
             )
-            if caps.stand_in:
-                summary += f"; tested against a stand-in: {caps.stand_in}"
-        schemes = ", ".join(f"{s}:" if backend.kind != "embedder" else f"{s}/" for s in backend.schemes)
-        table.add_row(backend.kind, backend.name, schemes, backend.plugin, installed, summary)
-    Console(width=160).print(table)
+            if caps["stand_in"]:
+                summary += f"\ntested against a stand-in: {caps['stand_in']}"
+        separator = "/" if row["kind"] == "embedder" else ":"
+        table.add_row(
+            row["kind"],
+            row["name"],
+            ", ".join(s + separator for s in row["schemes"]),
+            row["plugin"],
+            "yes" if row["installed"] else f"no: {row['install']}",
+            summary,
+        )
+    Console().print(table)

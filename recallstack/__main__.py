@@ -1,0 +1,3 @@
+from recallstack.cli import main
+
+main()

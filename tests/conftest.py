@@ -1,0 +1,33 @@
+"""Shared test helpers."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+PLUGINS = Path(__file__).parent / "plugins"
+
+
+def install_plugin(target: Path, module: str, entry_point: str) -> Path:
+    """Install a plugin module from tests/plugins as a real distribution in `target`.
+
+    Writes the module and a `.dist-info` with its `recallstack` entry point, the
+    same files pip would write; add `target` to sys.path to make it visible.
+    """
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copy(PLUGINS / f"{module}.py", target / f"{module}.py")
+    dist = target / f"{module}-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module}\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(f"[recallstack]\n{entry_point} = {module}\n")
+    return target
+
+
+@pytest.fixture
+def example_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The example third-party plugin, installed and importable for this test."""
+    path = install_plugin(tmp_path / "site", "recallstack_example", "example")
+    monkeypatch.syspath_prepend(str(path))
+    return path

@@ -1,0 +1,170 @@
+"""Models and configuration: defaults, validation, text, OpenAI conversions."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+from pydantic import ValidationError
+from recallstack.core.config import MemoryConfig, MessageRange, SemanticRecallConfig
+from recallstack.core.embedder import index_name
+from recallstack.core.errors import InvalidInputError
+from recallstack.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from recallstack.core.records import Thread
+from recallstack.core.vectors import IndexConfig
+
+
+def test_text_joins_text_parts() -> None:
+    m = Message(
+        thread_id="t",
+        role="assistant",
+        content=[
+            TextPart(text="first"),
+            ToolCallPart(id="c1", name="lookup", arguments={"q": 1}),
+            TextPart(text="second"),
+        ],
+    )
+    assert m.text == "first\nsecond"
+    assert Message(thread_id="t", role="user", content="plain").text == "plain"
+
+
+def test_times_are_utc() -> None:
+    paris = datetime(2024, 1, 15, 11, 30, tzinfo=timezone(timedelta(hours=1)))
+    m = Message(thread_id="t", role="user", content="x", created_at=paris)
+    assert m.created_at == datetime(2024, 1, 15, 10, 30, tzinfo=UTC)
+    assert m.created_at.tzinfo == UTC
+    naive = Thread(id="t", resource_id="r", created_at=datetime(2024, 1, 1))
+    assert naive.created_at.tzinfo == UTC
+
+
+def test_bad_messages_are_refused() -> None:
+    with pytest.raises(ValidationError):
+        Message(thread_id="t", role="robot", content="x")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError):
+        Message(thread_id="", role="user", content="x")
+
+
+def test_openai_round_trip() -> None:
+    user = Message.from_openai({"role": "user", "content": "hi"}, thread_id="t", resource_id="r")
+    assert (user.role, user.content, user.resource_id) == ("user", "hi", "r")
+    assert user.to_openai() == {"role": "user", "content": "hi"}
+
+    call = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"x": 1}'}}
+        ],
+    }
+    m = Message.from_openai(call, thread_id="t")
+    assert m.content == [ToolCallPart(id="c1", name="f", arguments={"x": 1})]
+    assert m.to_openai() == call
+
+    tool = Message.from_openai(
+        {"role": "tool", "tool_call_id": "c1", "content": "42"}, thread_id="t"
+    )
+    assert tool.content == [ToolResultPart(tool_call_id="c1", result="42")]
+    assert tool.to_openai() == {"role": "tool", "content": "42", "tool_call_id": "c1"}
+
+    parts = Message.from_openai(
+        {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+        thread_id="t",
+    )
+    assert parts.text == "a\nb"
+
+
+def test_openai_bad_tool_arguments() -> None:
+    bad = {
+        "role": "assistant",
+        "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": "{oops"}}],
+    }
+    with pytest.raises(InvalidInputError, match="'c1'"):
+        Message.from_openai(bad, thread_id="t")
+
+
+def test_defaults() -> None:
+    config = MemoryConfig()
+    assert config.last_messages == 10
+    assert config.semantic_recall is False
+    recall = MemoryConfig(semantic_recall=True).semantic_recall
+    assert recall == SemanticRecallConfig()
+    assert isinstance(recall, SemanticRecallConfig)
+    assert (recall.top_k, recall.scope, recall.threshold) == (4, "resource", None)
+    assert recall.message_range == MessageRange(before=1, after=1)
+    assert recall.index_config == IndexConfig(
+        type=None, metric="cosine", m=16, ef_construction=64, lists=100
+    )
+
+
+def test_message_range_forms() -> None:
+    assert SemanticRecallConfig(message_range=3).message_range == MessageRange(before=3, after=3)
+    assert SemanticRecallConfig(
+        message_range={"before": 0, "after": 2}
+    ).message_range == MessageRange(before=0, after=2)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"top_k": 0},
+        {"message_range": -1},
+        {"message_range": True},
+        {"scope": "world"},
+        {"index_name": ""},
+        {"index_config": {"metric": "manhattan"}},
+        {"unknown": 1},
+    ],
+)
+def test_bad_recall_config(kwargs: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        SemanticRecallConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def test_recall_filter_is_checked_up_front() -> None:
+    with pytest.raises(
+        ValidationError, match=r"unknown operator \$bad \(at filter\.topic\.\$bad\)"
+    ):
+        SemanticRecallConfig(filter={"topic": {"$bad": 1}})
+
+
+def test_bad_history_config() -> None:
+    with pytest.raises(ValidationError):
+        MemoryConfig(last_messages=-1)
+    assert MemoryConfig(last_messages=False).last_messages is False
+
+
+def test_per_call_config_deep_merges() -> None:
+    base = MemoryConfig(
+        semantic_recall={"top_k": 7, "scope": "thread", "filter": {"a": 1}, "message_range": 2}
+    )
+    merged = base.merged({"semantic_recall": {"top_k": 2, "message_range": {"after": 0}}})
+    assert isinstance(merged.semantic_recall, SemanticRecallConfig)
+    assert merged.semantic_recall.top_k == 2
+    assert merged.semantic_recall.scope == "thread"
+    assert merged.semantic_recall.message_range == MessageRange(before=2, after=0)
+    assert merged.semantic_recall.filter == {"a": 1}
+    replaced = base.merged({"semantic_recall": {"filter": {"b": 2}}})
+    assert isinstance(replaced.semantic_recall, SemanticRecallConfig)
+    assert replaced.semantic_recall.filter == {"b": 2}
+    assert base.merged({"semantic_recall": True}) == base
+    enabled = MemoryConfig().merged({"semantic_recall": {"top_k": 1}})
+    assert isinstance(enabled.semantic_recall, SemanticRecallConfig)
+    assert enabled.semantic_recall.top_k == 1
+    assert MemoryConfig().merged({"semantic_recall": False}).semantic_recall is False
+
+
+@pytest.mark.parametrize(
+    ("model", "dimension", "expected"),
+    [
+        ("all-MiniLM-L6-v2", 384, "memory_messages_all_minilm_l6_v2_384"),
+        (
+            "openai/text-embedding-3-small",
+            1536,
+            "memory_messages_openai_text_embedding_3_small_1536",
+        ),
+        ("text-embedding-3-small", 512, "memory_messages_text_embedding_3_small_512"),
+        ("A..B", 8, "memory_messages_a_b_8"),
+    ],
+)
+def test_index_name(model: str, dimension: int, expected: str) -> None:
+    assert index_name(model, dimension) == expected

@@ -1,0 +1,198 @@
+"""The reference vector store honours every method and error of backends.md §2-3."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from recallstack.adapters.memory.vector import InMemoryVectorStore
+from recallstack.core.errors import (
+    DimensionMismatchError,
+    FilterError,
+    IndexNotFoundError,
+    InvalidInputError,
+)
+from recallstack.core.vectors import IndexStats
+
+
+@pytest.fixture
+def store() -> InMemoryVectorStore:
+    s = InMemoryVectorStore()
+    s.create_index("idx", 3)
+    s.upsert(
+        "idx",
+        ["a", "b", "c"],
+        [[1, 0, 0], [0, 1, 0], [1, 1, 0]],
+        [{"k": 1}, {"k": 2}, {"k": 3, "tags": ["x"]}],
+    )
+    return s
+
+
+def test_create_index_is_idempotent_and_checks_dimension(store: InMemoryVectorStore) -> None:
+    store.create_index("idx", 3)
+    assert store.describe_index("idx") == IndexStats(dimension=3, count=3, metric="cosine")
+    with pytest.raises(DimensionMismatchError, match="expected dimension 3, got 4"):
+        store.create_index("idx", 4)
+    with pytest.raises(InvalidInputError):
+        store.create_index("bad", 0)
+    with pytest.raises(InvalidInputError):
+        store.create_index("", 3)
+
+
+def test_list_describe_delete(store: InMemoryVectorStore) -> None:
+    store.create_index("other", 2, metric="euclidean")
+    assert store.list_indexes() == ["idx", "other"]
+    assert store.describe_index("other").metric == "euclidean"
+    store.delete_index("other")
+    assert store.list_indexes() == ["idx"]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: s.describe_index("nope"),
+        lambda s: s.delete_index("nope"),
+        lambda s: s.upsert("nope", ["a"], [[1, 0, 0]]),
+        lambda s: s.query("nope", [1, 0, 0]),
+        lambda s: s.update("nope", id="a", metadata={}),
+        lambda s: s.delete("nope", ids=["a"]),
+    ],
+)
+def test_missing_index(store: InMemoryVectorStore, call: Any) -> None:
+    with pytest.raises(IndexNotFoundError, match="'nope'"):
+        call(store)
+
+
+def test_query_scores_order_and_ties(store: InMemoryVectorStore) -> None:
+    results = store.query("idx", [1, 0, 0], top_k=10)
+    assert [r.id for r in results] == ["a", "c", "b"]
+    assert results[0].score == pytest.approx(1.0)
+    assert results[1].score == pytest.approx(1 / math.sqrt(2))
+    assert results[2].score == pytest.approx(0.0)
+    store.upsert("idx", ["a2"], [[2, 0, 0]])
+    assert [r.id for r in store.query("idx", [1, 0, 0], top_k=2)] == ["a", "a2"]
+    assert store.query("idx", [1, 0, 0], top_k=1, include_vector=True)[0].vector == [1, 0, 0]
+    assert store.query("idx", [1, 0, 0], top_k=1)[0].vector is None
+
+
+@pytest.mark.parametrize(
+    ("metric", "expected"),
+    [
+        ("cosine", {"p": 1.0, "q": 1 / math.sqrt(2), "r": 0.0}),
+        ("euclidean", {"p": 1.0, "q": 1 / (1 + math.sqrt(2)), "r": 1 / (1 + math.sqrt(5))}),
+        ("dotproduct", {"p": 4.0, "q": 2.0, "r": 0.0}),
+    ],
+)
+def test_score_convention(metric: Any, expected: dict[str, float]) -> None:
+    s = InMemoryVectorStore()
+    s.create_index("m", 2, metric=metric)
+    s.upsert("m", ["p", "q", "r"], [[2, 0], [1, 1], [0, 1]])
+    assert {r.id: r.score for r in s.query("m", [2, 0], 3)} == pytest.approx(expected)
+
+
+def test_threshold_is_inclusive(store: InMemoryVectorStore) -> None:
+    exact = store.query("idx", [1, 0, 0], top_k=3)[1].score
+    assert [r.id for r in store.query("idx", [1, 0, 0], 3, min_score=exact)] == ["a", "c"]
+    assert store.query("idx", [1, 0, 0], 3, min_score=1.5) == []
+
+
+def test_filtered_query_and_overwrite(store: InMemoryVectorStore) -> None:
+    assert [r.id for r in store.query("idx", [1, 0, 0], 3, filter={"k": {"$gte": 2}})] == ["c", "b"]
+    store.upsert("idx", ["b"], [[1, 0, 0]], [{"k": 9}])
+    assert store.describe_index("idx").count == 3
+    top = store.query("idx", [1, 0, 0], 1, filter={"k": 9})
+    assert [(r.id, r.metadata) for r in top] == [("b", {"k": 9})]
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "message"),
+    [
+        ((["a", "b"], [[1, 0, 0]]), InvalidInputError, "2 ids but 1 vectors"),
+        (([], []), InvalidInputError, "empty"),
+        ((["a"], [[1, 0, 0]], [{}, {}]), InvalidInputError, "1 ids but 2 metadata"),
+        ((["z"], [[1, float("nan"), 0]]), InvalidInputError, "NaN"),
+        ((["z"], [[1, float("inf"), 0]]), InvalidInputError, "infinite"),
+        ((["z"], [[1, 0]]), DimensionMismatchError, "expected dimension 3, got 2"),
+        ((["z"], [[0, 0, 0]]), InvalidInputError, "zero vector"),
+        ((["z", "z"], [[1, 0, 0], [1, 0, 0]]), InvalidInputError, "repeats"),
+        ((["z", ""], [[1, 0, 0], [1, 0, 0]]), InvalidInputError, "ids[1]"),
+        ((["z"], [[1, 0, 0]], [{"$bad": 1}]), InvalidInputError, "metadata[0]"),
+        ((["z"], [[1, 0, 0]], [{"a.b": 1}]), InvalidInputError, "contain '.'"),
+        ((["z"], [[1, 0, 0]], [{"a": [{"x": 1}]}]), InvalidInputError, "metadata[0].a[0]"),
+        (("z", [[1, 0, 0]]), InvalidInputError, "not one string"),
+    ],
+)
+def test_bad_upserts_change_nothing(
+    store: InMemoryVectorStore, args: tuple[Any, ...], error: type[Exception], message: str
+) -> None:
+    before = store.query("idx", [1, 0, 0], 10, include_vector=True)
+    with pytest.raises(error) as err:
+        store.upsert("idx", *args)
+    assert message in str(err.value)
+    assert store.query("idx", [1, 0, 0], 10, include_vector=True) == before
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"vector": [1, 0], "top_k": 1}, DimensionMismatchError),
+        ({"vector": [1, 0, 0], "top_k": 0}, InvalidInputError),
+        ({"vector": [1, 0, 0], "top_k": -1}, InvalidInputError),
+        ({"vector": [1, 0, 0], "top_k": 1, "filter": {"k": {"$bad": 1}}}, FilterError),
+        ({"vector": [np.nan, 0, 0], "top_k": 1}, InvalidInputError),
+        ({"vector": [1, 0, 0], "top_k": 1, "min_score": float("nan")}, InvalidInputError),
+    ],
+)
+def test_bad_queries(store: InMemoryVectorStore, kwargs: dict[str, Any], error: type) -> None:
+    with pytest.raises(error):
+        store.query("idx", **kwargs)
+
+
+def test_datetime_metadata_is_epoch_ms() -> None:
+    from datetime import UTC, datetime
+
+    s = InMemoryVectorStore()
+    s.create_index("t", 2)
+    s.upsert("t", ["x"], [[1, 0]], [{"at": datetime(1970, 1, 1, 0, 0, 1, tzinfo=UTC)}])
+    (hit,) = s.query("t", [1, 0], 1, filter={"at": {"$gte": datetime(1970, 1, 1, tzinfo=UTC)}})
+    assert hit.metadata == {"at": 1000}
+
+
+def test_update_by_id_and_filter(store: InMemoryVectorStore) -> None:
+    store.update("idx", id="a", metadata={"k": 10})
+    store.update("idx", id="unknown", metadata={"k": 0})  # no-op
+    store.update("idx", filter={"k": {"$gte": 3}}, vector=[0, 0, 1])
+    results = {r.id: r for r in store.query("idx", [0, 0, 1], 3, include_vector=True)}
+    assert results["a"].metadata == {"k": 10}
+    assert results["a"].vector == [0, 0, 1]
+    assert results["c"].vector == [0, 0, 1]
+    assert results["b"].vector == [0, 1, 0]
+    assert store.describe_index("idx").count == 3
+
+
+def test_delete_by_ids_and_filter(store: InMemoryVectorStore) -> None:
+    store.delete("idx", ids=["a", "unknown"])
+    store.delete("idx", filter={"tags": "x"})
+    store.delete("idx", filter={"k": 404})  # no-op
+    assert [r.id for r in store.query("idx", [1, 1, 0], 10)] == ["b"]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda s: s.delete("idx"), "exactly one"),
+        (lambda s: s.delete("idx", ids=["a"], filter={"k": 1}), "exactly one"),
+        (lambda s: s.delete("idx", ids=[]), "non-empty"),
+        (lambda s: s.delete("idx", filter={}), "empty filter"),
+        (lambda s: s.update("idx", id="a"), "vector, metadata"),
+        (lambda s: s.update("idx", id="a", filter={"k": 1}, metadata={}), "exactly one"),
+        (lambda s: s.update("idx", filter={}, metadata={}), "empty filter"),
+        (lambda s: s.update("idx", id="a", vector=[1, 2]), "expected dimension 3"),
+    ],
+)
+def test_update_delete_errors(store: InMemoryVectorStore, call: Any, message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        call(store)
+    assert store.describe_index("idx").count == 3
