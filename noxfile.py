@@ -1,13 +1,34 @@
-"""Lint, type-check and test sessions. `nox` runs them all; `nox -l` lists them."""
+"""Lint, type-check, test and conformance sessions. `nox` runs them all; `nox -l` lists them.
+
+Each conformance session installs only the core and one backend's extra, which
+proves the extras are independent, then writes its report to reports/. The
+`conformance` session merges them into docs/conformance.json and the README's
+backend table; on CI it fails instead when the committed table is stale.
+"""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import nox
 
-nox.options.sessions = ["lint", "typecheck", "tests"]
+PYTHON = "3.11"
+BACKENDS: dict[str, str | None] = {"memory": None}
+"""Backend name → the extra its conformance session installs."""
+
+nox.options.sessions = [
+    "lint",
+    "typecheck",
+    "tests",
+    *(f"conformance-{name}" for name in BACKENDS),
+    "conformance",
+]
 nox.options.error_on_missing_interpreters = True
 
-PYTHON = "3.11"
+REPORTS = Path("reports")
+MATRIX = Path("docs/conformance.json")
+README = Path("README.md")
 
 
 @nox.session(python=PYTHON)
@@ -21,14 +42,45 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
     """mypy --strict on the installed package (as users get it)."""
-    session.install(".", "mypy>=1.10")
-    session.run(
-        "mypy", "-p", "recallstack", "--python-executable", session.virtualenv.bin + "/python"
-    )
+    session.install(".[conformance]", "mypy>=1.10")
+    python = os.path.join(session.virtualenv.bin, "python")
+    session.run("mypy", "-p", "recallstack", "--python-executable", python)
 
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """The unit tests of the core and the reference backend."""
+    """The unit tests of the core, the memory and the CLI."""
     session.install("-e", ".[dev]")
     session.run("pytest", *session.posargs)
+
+
+def _conformance(name: str, extra: str | None) -> None:
+    @nox.session(name=f"conformance-{name}", python=PYTHON)
+    def run(session: nox.Session) -> None:
+        extras = ",".join(e for e in ("conformance", extra) if e)
+        session.install(f".[{extras}]")
+        report = REPORTS / f"conformance-{name}.json"
+        session.run("recallstack", "conformance", "--backend", name, "--report", str(report))
+
+
+for _name, _extra in BACKENDS.items():
+    _conformance(_name, _extra)
+
+
+@nox.session(python=PYTHON)
+def conformance(session: nox.Session) -> None:
+    """Merge the backends' reports into the matrix and the README's table."""
+    session.install(".")
+    reports = [str(REPORTS / f"conformance-{name}.json") for name in BACKENDS]
+    check = ["--check"] if os.environ.get("CI") else []
+    session.run(
+        "python",
+        "-m",
+        "recallstack.conformance.matrix",
+        *reports,
+        "--matrix",
+        str(MATRIX),
+        "--readme",
+        str(README),
+        *check,
+    )

@@ -222,6 +222,13 @@ class VectorStore(ABC):
     @abstractmethod
     def _delete(self, name: str, target: list[str] | Node) -> None: ...
 
+    def wait_until_consistent(self, name: str) -> None:
+        """Block until earlier writes to `name` are visible to queries.
+
+        Backends with eventual consistency override this; the conformance suite
+        calls it after writes instead of sleeping. The default returns at once.
+        """
+
     def close(self) -> None:
         """Release connections; the default has nothing to release."""
 

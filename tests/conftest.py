@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["pytester"]
+
 PLUGINS = Path(__file__).parent / "plugins"
 
 
@@ -29,5 +31,13 @@ def install_plugin(target: Path, module: str, entry_point: str) -> Path:
 def example_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The example third-party plugin, installed and importable for this test."""
     path = install_plugin(tmp_path / "site", "recallstack_example", "example")
+    monkeypatch.syspath_prepend(str(path))
+    return path
+
+
+@pytest.fixture
+def broken_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A plugin whose `$ne` is wrong, installed for this test."""
+    path = install_plugin(tmp_path / "broken-site", "recallstack_broken", "broken")
     monkeypatch.syspath_prepend(str(path))
     return path

@@ -61,3 +61,35 @@ def backends(as_json: bool) -> None:
             summary,
         )
     Console().print(table)
+
+
+@main.command()
+@click.option("--backend", "backends_", multiple=True, help="A backend name (throwaway instance).")
+@click.option("--url", "urls", multiple=True, help="A deployment URL (cleans up what it made).")
+@click.option("--report", type=click.Path(dir_okay=False), help="Write FILE.json or FILE.md.")
+@click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
+def conformance(
+    backends_: tuple[str, ...],
+    urls: tuple[str, ...],
+    report: str | None,
+    pytest_args: tuple[str, ...],
+) -> None:
+    """Run the conformance suite on backends; extra arguments go to pytest."""
+    try:
+        import pytest
+    except ImportError as exc:
+        raise click.ClickException(
+            'the suite needs: pip install "recallstack[conformance]"'
+        ) from exc
+    from recallstack.conformance.plugin import CASES
+
+    if not backends_ and not urls:
+        raise click.UsageError("name at least one --backend or --url")
+    args = ["-p", "no:cacheprovider", "-q", str(CASES), *pytest_args]
+    for name in backends_:
+        args += ["--recallstack-backend", name]
+    for url in urls:
+        args += ["--recallstack-url", url]
+    if report:
+        args += ["--recallstack-report", report]
+    raise SystemExit(pytest.main(args))

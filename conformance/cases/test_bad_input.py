@@ -1,0 +1,99 @@
+"""Group 5: bad input gets its documented error and leaves the index unchanged."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from recallstack.conformance.twin import Twin
+from recallstack.core.errors import DimensionMismatchError, FilterError, InvalidInputError
+from recallstack.core.vector_store import VectorStore
+
+BAD_QUERIES: list[tuple[str, dict[str, Any], type[Exception]]] = [
+    ("unknown operator", {"filter": {"k": {"$regex": "a"}}}, FilterError),
+    ("operator at the wrong level", {"filter": {"$gt": 1}}, FilterError),
+    ("logical operator inside a field", {"filter": {"k": {"$or": [{"a": 1}]}}}, FilterError),
+    ("empty $and", {"filter": {"$and": []}}, FilterError),
+    ("list given to $eq", {"filter": {"k": {"$eq": [1, 2]}}}, FilterError),
+    ("object given to $eq", {"filter": {"k": {"a": 1}}}, FilterError),
+    ("top_k of zero", {"top_k": 0}, InvalidInputError),
+    ("negative top_k", {"top_k": -3}, InvalidInputError),
+    ("wrong dimension", {"vector": [1.0, 0.0]}, DimensionMismatchError),
+    ("NaN component", {"vector": [float("nan"), 0.0, 0.0]}, InvalidInputError),
+]
+
+BAD_UPSERTS: list[tuple[str, Callable[[VectorStore, str], Any], type[Exception]]] = [
+    ("NaN component", lambda s, n: s.upsert(n, ["x"], [[float("nan"), 0, 0]]), InvalidInputError),
+    ("inf component", lambda s, n: s.upsert(n, ["x"], [[float("inf"), 0, 0]]), InvalidInputError),
+    ("wrong dimension", lambda s, n: s.upsert(n, ["x"], [[1.0, 2.0]]), DimensionMismatchError),
+    (
+        "ids/vectors length mismatch",
+        lambda s, n: s.upsert(n, ["x", "y"], [[1.0, 0, 0]]),
+        InvalidInputError,
+    ),
+    (
+        "ids/metadata length mismatch",
+        lambda s, n: s.upsert(n, ["x"], [[1.0, 0, 0]], [{}, {}]),
+        InvalidInputError,
+    ),
+    ("empty batch", lambda s, n: s.upsert(n, [], []), InvalidInputError),
+    (
+        "one bad row among good ones",
+        lambda s, n: s.upsert(n, ["x", "y"], [[1.0, 0, 0], [1.0, 0]]),
+        DimensionMismatchError,
+    ),
+    (
+        "operator-looking metadata key",
+        lambda s, n: s.upsert(n, ["x"], [[1.0, 0, 0]], [{"$where": "1"}]),
+        InvalidInputError,
+    ),
+]
+
+
+@pytest.fixture
+def seeded(twin: Twin) -> str:
+    name = twin.index(3)
+    twin.upsert(name, ["a", "b"], [[1, 0, 0], [0, 1, 0]], [{"k": 1}, {"k": 2}])
+    return name
+
+
+def _snapshot(twin: Twin, name: str) -> list[Any]:
+    return twin.store.query(name, [1.0, 1.0, 1.0], 10, include_vector=True)
+
+
+@pytest.mark.parametrize(("case", "kwargs", "error"), BAD_QUERIES, ids=[c[0] for c in BAD_QUERIES])
+def test_bad_query(
+    twin: Twin, seeded: str, case: str, kwargs: dict[str, Any], error: type[Exception]
+) -> None:
+    args = {"vector": [1.0, 0.0, 0.0], "top_k": 2, **kwargs}
+    with pytest.raises(error):
+        twin.store.query(seeded, **args)
+
+
+@pytest.mark.parametrize(("case", "call", "error"), BAD_UPSERTS, ids=[c[0] for c in BAD_UPSERTS])
+def test_bad_upsert_changes_nothing(
+    twin: Twin, seeded: str, case: str, call: Any, error: type[Exception]
+) -> None:
+    before = _snapshot(twin, seeded)
+    with pytest.raises(error):
+        call(twin.store, seeded)
+    assert _snapshot(twin, seeded) == before
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("k'; DROP TABLE x; --", "'; DROP TABLE x; --"),
+        ('k") OR 1=1 --', '") OR 1=1 --'),
+        ("k$[0]", "$.k"),
+        ("k\"]->>'a", '{"$gt": ""}'),
+        ("k%' OR '%'='", "%' OR '%'='"),
+    ],
+)
+def test_injection_is_literal(twin: Twin, seeded: str, key: str, value: str) -> None:
+    twin.upsert(seeded, ["evil"], [[0, 0, 1]], [{"k": value, key: 1}])
+    assert [r.id for r in twin.query(seeded, [1, 0, 0], 10, filter={"k": value})] == ["evil"]
+    assert [r.id for r in twin.query(seeded, [1, 0, 0], 10, filter={key: 1})] == ["evil"]
+    assert twin.store.describe_index(seeded).count == 3
+    assert twin.query(seeded, [1, 0, 0], 10, filter={"k": {"$in": [1, 2]}})

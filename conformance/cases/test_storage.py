@@ -1,0 +1,198 @@
+"""Group 8: storage of threads, messages and resources (backends.md §4)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from recallstack.core.errors import InvalidInputError, NotFoundError
+from recallstack.core.messages import Message, TextPart, ToolCallPart
+from recallstack.core.records import Include, Resource, Thread
+from recallstack.core.storage import Storage
+
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+Ids = Callable[[str], str]
+
+
+class World:
+    """Three threads: two of resource r1 (10 and 5 messages), one of r2 (3 messages)."""
+
+    def __init__(self, storage: Storage, ids: Ids) -> None:
+        self.s, self.ids = storage, ids
+        self.r1, self.r2 = ids("r1"), ids("r2")
+        self.t1, self.t2, self.t3 = ids("t1"), ids("t2"), ids("t3")
+        storage.save_thread(Thread(id=self.t1, resource_id=self.r1, title="one", created_at=T0))
+        storage.save_thread(
+            Thread(id=self.t2, resource_id=self.r1, created_at=T0 + timedelta(days=1))
+        )
+        storage.save_thread(
+            Thread(id=self.t3, resource_id=self.r2, created_at=T0 + timedelta(days=2))
+        )
+        storage.save_messages([self.msg(i, self.t1) for i in range(10)])
+        storage.save_messages([self.msg(i, self.t2) for i in range(10, 15)])
+        storage.save_messages([self.msg(i, self.t3) for i in range(20, 23)])
+
+    def m(self, i: int) -> str:
+        return self.ids(f"m{i:02d}")
+
+    def msg(self, i: int, thread: str, minute: int | None = None) -> Message:
+        return Message(
+            id=self.m(i),
+            thread_id=thread,
+            role="user" if i % 2 else "assistant",
+            content=f"message {i}",
+            created_at=T0 + timedelta(minutes=i if minute is None else minute),
+            metadata={"i": i},
+        )
+
+    def names(self, messages: list[Message]) -> list[str]:
+        prefix = self.ids("")
+        return [m.id.removeprefix(prefix) for m in messages]
+
+
+@pytest.fixture
+def world(storage: Storage, ids: Ids) -> World:
+    return World(storage, ids)
+
+
+def test_resources(storage: Storage, ids: Ids) -> None:
+    rid = ids("resource")
+    assert storage.get_resource(rid) is None
+    storage.save_resource(Resource(id=rid, metadata={"name": "Ada"}))
+    storage.save_resource(Resource(id=rid, metadata={"name": "Grace", "n": [1, 2]}))
+    resource = storage.get_resource(rid)
+    assert resource is not None
+    assert resource.metadata == {"name": "Grace", "n": [1, 2]}
+
+
+def test_thread_crud(world: World) -> None:
+    thread = world.s.get_thread(world.t1)
+    assert thread is not None
+    assert (thread.title, thread.resource_id, thread.created_at) == ("one", world.r1, T0)
+    updated = world.s.update_thread(world.t1, title="renamed", metadata={"topic": "x"})
+    assert (updated.title, updated.metadata) == ("renamed", {"topic": "x"})
+    assert world.s.get_thread(world.t1) == updated
+    with pytest.raises(NotFoundError):
+        world.s.update_thread(world.ids("ghost"), title="x")
+    assert world.s.get_thread(world.ids("ghost")) is None
+
+
+def test_delete_thread_cascades(world: World) -> None:
+    world.s.delete_thread(world.t1)
+    assert world.s.get_thread(world.t1) is None
+    assert world.names(world.s.get_messages([world.m(0), world.m(10)])) == ["m10"]
+    assert world.s.list_messages(world.t1).total == 0
+
+
+def test_list_threads(world: World) -> None:
+    page = world.s.list_threads(world.r1)
+    assert [t.id for t in page.items] == [world.t2, world.t1]
+    assert (page.total, page.has_more) == (2, False)
+    first = world.s.list_threads(world.r1, per_page=1, order="asc")
+    assert ([t.id for t in first.items], first.has_more) == ([world.t1], True)
+    assert world.s.list_threads(world.ids("nobody")).items == []
+
+
+def test_message_round_trip(world: World) -> None:
+    rich = Message(
+        id=world.ids("rich"),
+        thread_id=world.t1,
+        role="assistant",
+        content=[TextPart(text="hi ✓"), ToolCallPart(id="c", name="f", arguments={"a": [1]})],
+        created_at=datetime(2024, 5, 1, 12, 0, 0, 123000, tzinfo=UTC),
+        metadata={"nested": {"x": None}},
+    )
+    world.s.save_messages([rich])
+    (loaded,) = world.s.get_messages([rich.id])
+    assert loaded == rich.model_copy(update={"resource_id": world.r1})
+
+
+def test_messages_need_their_thread(world: World) -> None:
+    with pytest.raises(NotFoundError):
+        world.s.save_messages([world.msg(51, world.ids("ghost"))])
+    wrong = world.msg(52, world.t1).model_copy(update={"resource_id": world.r2})
+    with pytest.raises(InvalidInputError):
+        world.s.save_messages([wrong])
+    assert world.s.get_messages([world.m(51), world.m(52)]) == []
+
+
+def test_upsert_and_move(world: World) -> None:
+    world.s.save_messages([world.msg(3, world.t1).model_copy(update={"content": "edited"})])
+    assert world.s.get_messages([world.m(3)])[0].text == "edited"
+    assert world.s.list_messages(world.t1).total == 10
+    world.s.save_messages([world.msg(3, world.t2)])
+    assert "m03" not in world.names(world.s.list_messages(world.t1).items)
+    assert "m03" in world.names(world.s.list_messages(world.t2).items)
+
+
+def test_pagination_and_order(world: World) -> None:
+    everything = world.s.list_messages(world.t1)
+    assert world.names(everything.items) == [f"m{i:02d}" for i in range(10)]
+    assert (everything.total, everything.has_more) == (10, False)
+    page1 = world.s.list_messages(world.t1, page=1, per_page=4)
+    assert world.names(page1.items) == ["m04", "m05", "m06", "m07"]
+    assert page1.has_more
+    newest = world.s.list_messages(world.t1, per_page=3, order="desc")
+    assert world.names(newest.items) == ["m09", "m08", "m07"]
+    empty = world.s.list_messages(world.t1, per_page=0)
+    assert (empty.items, empty.total) == ([], 10)
+    assert world.s.list_messages(world.t1, page=5, per_page=4).items == []
+
+
+def test_ties_are_ordered_by_id(storage: Storage, ids: Ids) -> None:
+    world_thread = ids("tie")
+    storage.save_thread(Thread(id=world_thread, resource_id=ids("r")))
+    at = T0 + timedelta(hours=1)
+    storage.save_messages(
+        [
+            Message(id=ids(n), thread_id=world_thread, role="user", content=n, created_at=at)
+            for n in ("c", "a", "b")
+        ]
+    )
+    listed = storage.list_messages(world_thread).items
+    assert [m.id for m in listed] == [ids("a"), ids("b"), ids("c")]
+
+
+def test_date_range(world: World) -> None:
+    page = world.s.list_messages(
+        world.t1, start=T0 + timedelta(minutes=2), end=T0 + timedelta(minutes=4)
+    )
+    assert world.names(page.items) == ["m02", "m03", "m04"]
+    assert page.total == 3
+
+
+def test_include_windows(world: World) -> None:
+    page = world.s.list_messages(
+        world.t1,
+        resource_id=world.r1,
+        per_page=0,
+        include=[
+            Include(id=world.m(5), before=1, after=2),
+            Include(id=world.m(10), before=3, after=1),  # another thread, same resource
+            Include(id=world.m(0), before=2),
+            Include(id=world.m(20), before=1, after=1),  # another resource: never
+            Include(id=world.ids("ghost"), before=1),
+        ],
+    )
+    assert world.names(page.items) == ["m00", "m04", "m05", "m06", "m07", "m10", "m11"]
+
+
+def test_include_merges_with_page(world: World) -> None:
+    page = world.s.list_messages(
+        world.t1, per_page=2, order="desc", include=[Include(id=world.m(2), before=1)]
+    )
+    assert world.names(page.items) == ["m09", "m08", "m02", "m01"]
+    assert page.total == 10
+
+
+def test_delete_messages(world: World) -> None:
+    world.s.delete_messages([world.m(0), world.ids("ghost")])
+    world.s.delete_messages([])
+    assert world.names(world.s.get_messages([world.m(0), world.m(1)])) == ["m01"]
+
+
+@pytest.mark.parametrize("kwargs", [{"page": -1}, {"per_page": -1}, {"order": "sideways"}])
+def test_bad_paging(world: World, kwargs: dict[str, object]) -> None:
+    with pytest.raises(InvalidInputError):
+        world.s.list_messages(world.t1, **kwargs)  # type: ignore[arg-type]

@@ -1,0 +1,24 @@
+"""The README tells the truth: its commands and its backend table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from recallstack.conformance.matrix import with_table
+from recallstack.conformance.report import Report
+
+ROOT = Path(__file__).parent.parent
+
+
+def test_backend_table_matches_the_committed_matrix() -> None:
+    readme = (ROOT / "README.md").read_text()
+    matrix = Report.model_validate_json((ROOT / "docs" / "conformance.json").read_text())
+    assert readme == with_table(readme, matrix), "README table is stale: run `nox -s conformance`"
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("```bash", 1)[1].split("```", 1)[0]
+    commands = [line for line in block.splitlines() if line and not line.startswith("#")]
+    assert len(commands) == 2
+    assert commands[1] in (ROOT / ".ci" / "run").read_text()
