@@ -14,7 +14,7 @@ from pathlib import Path
 import nox
 
 PYTHON = "3.11"
-BACKENDS: dict[str, str | None] = {"memory": None}
+BACKENDS: dict[str, str | None] = {"memory": None, "libsql": "libsql"}
 """Backend name → the extra its conformance session installs."""
 
 nox.options.sessions = [
@@ -42,7 +42,7 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
     """mypy --strict on the installed package (as users get it)."""
-    session.install(".[conformance]", "mypy>=1.10")
+    session.install(".[conformance,libsql]", "mypy>=1.10")
     python = os.path.join(session.virtualenv.bin, "python")
     session.run("mypy", "-p", "recallstack", "--python-executable", python)
 
@@ -50,7 +50,7 @@ def typecheck(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """The unit tests of the core, the memory and the CLI."""
-    session.install("-e", ".[dev]")
+    session.install("-e", ".[dev,libsql]")
     session.run("pytest", *session.posargs)
 
 

@@ -13,20 +13,42 @@ import numpy.typing as npt
 from recallstack.core.vectors import Metric
 
 Matrix = npt.NDArray[np.float32]
+_CHUNK = 8192  # rows per step of the euclidean path, to bound its memory
 
 
-def score(matrix: Matrix, query: Matrix, metric: Metric) -> npt.NDArray[np.float64]:
-    """Scores of every row of `matrix` (n, d) against `query` (d,)."""
-    rows = matrix.astype(np.float64, copy=False)
-    q = query.astype(np.float64, copy=False)
-    result: npt.NDArray[np.float64]
+def row_norms(matrix: Matrix) -> npt.NDArray[np.float64]:
+    """L2 norms of the rows; stores that keep a matrix cache these for cosine."""
+    norms: npt.NDArray[np.float64] = np.linalg.norm(matrix, axis=1).astype(np.float64)
+    return norms
+
+
+def score(
+    matrix: Matrix,
+    query: Matrix,
+    metric: Metric,
+    norms: npt.NDArray[np.float64] | None = None,
+) -> npt.NDArray[np.float64]:
+    """Scores of every row of `matrix` (n, d) against `query` (d,).
+
+    Products run in float32 (the precision vectors are stored in) and scores
+    come back as float64; `norms` may pass precomputed `row_norms(matrix)`.
+    """
+    if metric == "euclidean":
+        distances = np.concatenate(
+            [
+                np.linalg.norm(matrix[i : i + _CHUNK] - query, axis=1)
+                for i in range(0, max(len(matrix), 1), _CHUNK)
+            ]
+        ).astype(np.float64)
+        result: npt.NDArray[np.float64] = 1.0 / (1.0 + distances)
+        return result
+    dots = (matrix @ query).astype(np.float64)
     if metric == "dotproduct":
-        result = rows @ q
-    elif metric == "cosine":
-        result = (rows @ q) / (np.linalg.norm(rows, axis=1) * np.linalg.norm(q))
-    else:
-        result = 1.0 / (1.0 + np.linalg.norm(rows - q, axis=1))
-    return result
+        return dots
+    if norms is None:
+        norms = row_norms(matrix)
+    cosine: npt.NDArray[np.float64] = dots / (norms * float(np.linalg.norm(query)))
+    return cosine
 
 
 def from_distance(distance: float, metric: Metric) -> float:

@@ -1,0 +1,144 @@
+"""One libSQL connection: URL parsing, a lock, transactions and schema versions."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from recallstack.core.errors import BackendError, InvalidInputError
+
+Migration = Callable[["Database"], None]
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a `libsql:` URL points: a local file, `:memory:`, or a remote primary."""
+
+    path: str
+    remote: str | None = None
+
+
+def parse_url(url: str) -> Location:
+    """`libsql:///rel.db`, `libsql:////abs.db`, `libsql://:memory:`, `libsql://host`."""
+    if not url.startswith("libsql://"):
+        raise InvalidInputError(f"not a libsql URL: {url!r}")
+    rest = url[len("libsql://") :]
+    if rest == ":memory:":
+        return Location(":memory:")
+    if rest.startswith("/"):
+        path = rest[1:]
+        if not path:
+            raise InvalidInputError(f"{url!r} names no database file")
+        return Location(path)
+    if not rest:
+        raise InvalidInputError(f"{url!r} names no database")
+    return Location(path="", remote=f"libsql://{rest}")
+
+
+class Database:
+    """A libSQL connection shared by the threads of a process, one statement at a time.
+
+    A remote URL opens an embedded replica (`replica=` local file) that syncs
+    with the primary after every write.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        auth_token: str | None = None,
+        replica: str | None = None,
+        busy_timeout_ms: int = 10_000,
+    ) -> None:
+        import libsql
+
+        self.location = parse_url(url)
+        self._lock = threading.RLock()
+        self._in_tx = False
+        try:
+            if self.location.remote is None:
+                self._conn = libsql.connect(self.location.path)
+            else:
+                if replica is None:
+                    raise InvalidInputError(
+                        f"{url}: a remote database needs replica='local-file.db' "
+                        "(an embedded replica that syncs with the primary)"
+                    )
+                self._conn = libsql.connect(
+                    replica, sync_url=self.location.remote, auth_token=auth_token or ""
+                )
+                self._conn.sync()
+            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            if self.location.path not in ("", ":memory:"):
+                self._conn.execute("PRAGMA journal_mode = WAL")
+        except libsql.Error as exc:
+            raise BackendError(f"libsql: cannot open {url}: {exc}") from exc
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            try:
+                rows: list[tuple[Any, ...]] = self._conn.execute(sql, tuple(params)).fetchall()
+            except Exception as exc:
+                raise BackendError(f"libsql: {exc}") from exc
+            if self._conn.in_transaction and not self._in_tx:
+                self._conn.commit()
+            return rows
+
+    @contextmanager
+    def transaction(self) -> Iterator[Database]:
+        """All statements inside commit together or not at all."""
+        with self._lock:
+            if self._in_tx:
+                yield self
+                return
+            self._in_tx = True
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                yield self
+                self._conn.commit()
+            except BaseException:
+                self._conn.rollback()
+                raise
+            finally:
+                self._in_tx = False
+            if self.location.remote is not None:
+                self._conn.sync()
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        with self._lock:
+            try:
+                self._conn.executemany(sql, [tuple(r) for r in rows])
+            except Exception as exc:
+                raise BackendError(f"libsql: {exc}") from exc
+
+    def migrate(self, component: str, migrations: Sequence[Migration]) -> int:
+        """Bring `component`'s schema to the newest version; returns that version.
+
+        Versions are kept in `recallstack_schema`; migration k (from 1) runs
+        once, in a transaction, when the stored version is below k.
+        """
+        with self.transaction():
+            self.query(
+                "CREATE TABLE IF NOT EXISTS recallstack_schema "
+                "(component TEXT PRIMARY KEY, version INTEGER NOT NULL)"
+            )
+            rows = self.query(
+                "SELECT version FROM recallstack_schema WHERE component = ?", (component,)
+            )
+            current = rows[0][0] if rows else 0
+            for version, migration in enumerate(migrations, start=1):
+                if version > current:
+                    migration(self)
+            self.query(
+                "INSERT INTO recallstack_schema VALUES (?, ?) "
+                "ON CONFLICT(component) DO UPDATE SET version = excluded.version",
+                (component, len(migrations)),
+            )
+        return len(migrations)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

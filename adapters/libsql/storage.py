@@ -1,0 +1,290 @@
+"""LibSQL storage: threads, messages and resources in three indexed tables."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from recallstack.adapters.libsql.database import Database
+from recallstack.core.messages import Message
+from recallstack.core.records import Include, MessagePage, Resource, Thread, ThreadPage
+from recallstack.core.storage import Order, Storage, ThreadOrderBy
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MESSAGE_COLUMNS = "id, thread_id, resource_id, role, content, created_at, metadata"
+NEIGHBOUR_COLUMNS = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS.split(", "))
+
+
+def to_us(value: datetime) -> int:
+    """Datetimes are stored as UTC epoch microseconds: exact, and ordered as numbers."""
+    return (value - _EPOCH) // timedelta(microseconds=1)
+
+
+def from_us(value: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=value)
+
+
+def _v1(db: Database) -> None:
+    db.query(
+        "CREATE TABLE recallstack_resources (id TEXT PRIMARY KEY, metadata TEXT NOT NULL, "
+        "created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL)"
+    )
+    db.query(
+        "CREATE TABLE recallstack_threads (id TEXT PRIMARY KEY, resource_id TEXT NOT NULL, "
+        "title TEXT, metadata TEXT NOT NULL, created_at INTEGER NOT NULL, "
+        "updated_at INTEGER NOT NULL)"
+    )
+    db.query(
+        "CREATE TABLE recallstack_messages (id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, "
+        "resource_id TEXT, role TEXT NOT NULL, content TEXT NOT NULL, "
+        "created_at INTEGER NOT NULL, metadata TEXT)"
+    )
+    db.query(
+        "CREATE INDEX recallstack_messages_thread "
+        "ON recallstack_messages (thread_id, created_at, id)"
+    )
+
+
+def _v2(db: Database) -> None:
+    """Index-backed listing of a resource's threads and messages."""
+    db.query(
+        "CREATE INDEX recallstack_threads_resource "
+        "ON recallstack_threads (resource_id, created_at, id)"
+    )
+    db.query("CREATE INDEX recallstack_messages_resource ON recallstack_messages (resource_id)")
+
+
+MIGRATIONS = [_v1, _v2]
+
+
+def _thread(row: tuple[Any, ...]) -> Thread:
+    return Thread(
+        id=row[0],
+        resource_id=row[1],
+        title=row[2],
+        metadata=json.loads(row[3]),
+        created_at=from_us(row[4]),
+        updated_at=from_us(row[5]),
+    )
+
+
+def _message(row: tuple[Any, ...]) -> Message:
+    return Message(
+        id=row[0],
+        thread_id=row[1],
+        resource_id=row[2],
+        role=row[3],
+        content=json.loads(row[4]),
+        created_at=from_us(row[5]),
+        metadata=None if row[6] is None else json.loads(row[6]),
+    )
+
+
+class LibSQLStorage(Storage):
+    backend = "libsql"
+
+    def __init__(self, url: str = "libsql:///local.db", **options: Any) -> None:
+        self.db = Database(url, **options)
+        self.db.migrate("storage", MIGRATIONS)
+
+    def close(self) -> None:
+        self.db.close()
+
+    # ---- resources ------------------------------------------------------------
+
+    def _get_resource(self, resource_id: str) -> Resource | None:
+        rows = self.db.query(
+            "SELECT id, metadata, created_at, updated_at FROM recallstack_resources WHERE id = ?",
+            (resource_id,),
+        )
+        if not rows:
+            return None
+        id_, metadata, created, updated = rows[0]
+        return Resource(
+            id=id_,
+            metadata=json.loads(metadata),
+            created_at=from_us(created),
+            updated_at=from_us(updated),
+        )
+
+    def _save_resource(self, resource: Resource) -> Resource:
+        self.db.query(
+            "INSERT OR REPLACE INTO recallstack_resources VALUES (?, ?, ?, ?)",
+            (
+                resource.id,
+                json.dumps(resource.metadata),
+                to_us(resource.created_at),
+                to_us(resource.updated_at),
+            ),
+        )
+        return resource
+
+    # ---- threads --------------------------------------------------------------
+
+    def _save_thread(self, thread: Thread) -> Thread:
+        self.db.query(
+            "INSERT OR REPLACE INTO recallstack_threads VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                thread.id,
+                thread.resource_id,
+                thread.title,
+                json.dumps(thread.metadata),
+                to_us(thread.created_at),
+                to_us(thread.updated_at),
+            ),
+        )
+        return thread
+
+    def _get_thread(self, thread_id: str) -> Thread | None:
+        rows = self.db.query("SELECT * FROM recallstack_threads WHERE id = ?", (thread_id,))
+        return _thread(rows[0]) if rows else None
+
+    def _delete_thread(self, thread_id: str) -> None:
+        with self.db.transaction():
+            self.db.query("DELETE FROM recallstack_messages WHERE thread_id = ?", (thread_id,))
+            self.db.query("DELETE FROM recallstack_threads WHERE id = ?", (thread_id,))
+
+    def _list_threads(
+        self,
+        resource_id: str,
+        page: int,
+        per_page: int | None,
+        order_by: ThreadOrderBy,
+        order: Order,
+    ) -> ThreadPage:
+        direction = "DESC" if order == "desc" else "ASC"
+        limit = -1 if per_page is None else per_page
+        offset = 0 if per_page is None else page * per_page
+        if per_page is None and page > 0:
+            limit = 0
+        rows = self.db.query(
+            f"SELECT * FROM recallstack_threads WHERE resource_id = ? "
+            f"ORDER BY {order_by} {direction}, id {direction} LIMIT ? OFFSET ?",
+            (resource_id, limit, offset),
+        )
+        (total,) = self.db.query(
+            "SELECT count(*) FROM recallstack_threads WHERE resource_id = ?", (resource_id,)
+        )[0]
+        return ThreadPage(
+            items=[_thread(r) for r in rows],
+            total=total,
+            page=page,
+            per_page=per_page,
+            has_more=per_page is not None and offset + per_page < total,
+        )
+
+    # ---- messages -------------------------------------------------------------
+
+    def _save_messages(self, messages: list[Message]) -> None:
+        rows = [
+            (
+                m.id,
+                m.thread_id,
+                m.resource_id,
+                m.role,
+                json.dumps(m.model_dump(mode="json")["content"]),
+                to_us(m.created_at),
+                None if m.metadata is None else json.dumps(m.metadata),
+            )
+            for m in messages
+        ]
+        with self.db.transaction():
+            self.db.executemany(
+                f"INSERT OR REPLACE INTO recallstack_messages ({MESSAGE_COLUMNS}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+
+    def _get_messages(self, ids: list[str]) -> list[Message]:
+        rows = self.db.query(
+            f"SELECT {MESSAGE_COLUMNS} FROM recallstack_messages "
+            "WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps(ids),),
+        )
+        return [_message(r) for r in rows]
+
+    def _list_messages(
+        self,
+        thread_id: str,
+        resource_id: str | None,
+        page: int,
+        per_page: int | None,
+        order: Order,
+        start: datetime | None,
+        end: datetime | None,
+        include: list[Include],
+    ) -> MessagePage:
+        where = ["thread_id = ?"]
+        params: list[Any] = [thread_id]
+        if resource_id is not None:
+            where.append("resource_id = ?")
+            params.append(resource_id)
+        if start is not None:
+            where.append("created_at >= ?")
+            params.append(to_us(start))
+        if end is not None:
+            where.append("created_at <= ?")
+            params.append(to_us(end))
+        condition = " AND ".join(where)
+        (total,) = self.db.query(
+            f"SELECT count(*) FROM recallstack_messages WHERE {condition}", params
+        )[0]
+        direction = "DESC" if order == "desc" else "ASC"
+        chosen: dict[str, Message] = {}
+        if per_page != 0 and not (per_page is None and page > 0):
+            limit = -1 if per_page is None else per_page
+            offset = 0 if per_page is None else page * per_page
+            rows = self.db.query(
+                f"SELECT {MESSAGE_COLUMNS} FROM recallstack_messages WHERE {condition} "
+                f"ORDER BY created_at {direction}, id {direction} LIMIT ? OFFSET ?",
+                [*params, limit, offset],
+            )
+            chosen = {r[0]: _message(r) for r in rows}
+        if include:
+            for m in self._windows(include, resource_id):
+                chosen.setdefault(m.id, m)
+        messages = sorted(chosen.values(), key=lambda m: m.sort_key, reverse=order == "desc")
+        has_more = per_page is not None and per_page > 0 and (page + 1) * per_page < total
+        return MessagePage(
+            items=messages, total=total, page=page, per_page=per_page, has_more=has_more
+        )
+
+    def _windows(self, include: list[Include], resource_id: str | None) -> list[Message]:
+        """Every include window in one statement of index-backed cursor queries.
+
+        For each target: the target itself, `before` messages of its own thread
+        with a smaller (created_at, id), and `after` with a larger one; each part
+        walks the (thread_id, created_at, id) index. No window functions.
+        """
+        owner = "" if resource_id is None else " AND t.resource_id = ?"
+        parts: list[str] = []
+        params: list[Any] = []
+        for inc in include:
+            target = (
+                "SELECT thread_id, created_at, id FROM recallstack_messages t "
+                f"WHERE t.id = ?{owner}"
+            )
+            scope = [inc.id] if resource_id is None else [inc.id, resource_id]
+            parts.append(
+                f"SELECT {MESSAGE_COLUMNS} FROM recallstack_messages t WHERE t.id = ?{owner}"
+            )
+            params += scope
+            for count, compare, direction in ((inc.before, "<", "DESC"), (inc.after, ">", "ASC")):
+                if count == 0:
+                    continue
+                parts.append(
+                    f"SELECT * FROM (SELECT {NEIGHBOUR_COLUMNS} FROM recallstack_messages m, "
+                    f"({target}) AS x WHERE m.thread_id = x.thread_id "
+                    f"AND (m.created_at, m.id) {compare} (x.created_at, x.id) "
+                    f"ORDER BY m.created_at {direction}, m.id {direction} LIMIT ?)"
+                )
+                params += [*scope, count]
+        rows = self.db.query(" UNION ALL ".join(parts), params)
+        return [_message(r) for r in rows]
+
+    def _delete_messages(self, ids: list[str]) -> None:
+        self.db.query(
+            "DELETE FROM recallstack_messages WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps(ids),),
+        )

@@ -1,0 +1,359 @@
+"""LibSQL vector store: the database is the truth, numpy does the search.
+
+Each index is a table of (id, F32_BLOB vector, metadata JSON, write sequence),
+written from raw float32 bytes. Queries are exact: the vectors are cached in
+process as one matrix, refreshed incrementally from the write sequence and
+reloaded when another connection deleted rows, and scored with numpy. A
+filter is compiled to SQL that selects the candidate rows, and only those are
+scored, so a filtered query returns the true top-K among matching rows.
+
+`index_config={"type": "diskann"}` adds libSQL's DiskANN index
+(`libsql_vector_idx`, cosine or euclidean) and answers unfiltered queries
+with `vector_top_k`: approximate, and inserts become far slower (hundreds of
+vectors per second instead of tens of thousands). Filtered queries still use
+the exact path, so they never return fewer than top_k matching rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from recallstack.adapters.libsql import CAPABILITIES
+from recallstack.adapters.libsql.database import Database
+from recallstack.adapters.libsql.sql_filters import (
+    compile_filter,
+    decode_document,
+    encode_document,
+    index_statements,
+)
+from recallstack.core.errors import UnsupportedFeatureError
+from recallstack.core.filters import Node
+from recallstack.core.metadata import Metadata
+from recallstack.core.scores import Matrix, best, row_norms, score
+from recallstack.core.vector_store import VectorBatch, VectorStore
+from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult
+
+CATALOG = "recallstack_vector_indexes"
+_ANN_METRICS: dict[Metric, str] = {"cosine": "cosine", "euclidean": "l2"}
+
+
+def table_name(index: str) -> str:
+    """The physical table of a logical index: `rsv_<slug>_<hash>`, always a valid name.
+
+    The slug is the name lowercased with runs outside [a-z0-9] turned into `_`,
+    cut to 40 characters; the hash (10 hex of SHA-1) keeps distinct names apart.
+    """
+    slug = re.sub(r"[^a-z0-9]+", "_", index.lower())[:40]
+    return f"rsv_{slug}_{hashlib.sha1(index.encode()).hexdigest()[:10]}"
+
+
+def _catalog(db: Database) -> None:
+    db.query(
+        f"CREATE TABLE {CATALOG} (name TEXT PRIMARY KEY, table_name TEXT NOT NULL UNIQUE, "
+        "dimension INTEGER NOT NULL, metric TEXT NOT NULL, config TEXT NOT NULL, "
+        "version INTEGER NOT NULL DEFAULT 0, delete_version INTEGER NOT NULL DEFAULT 0)"
+    )
+
+
+MIGRATIONS = [_catalog]
+
+
+@dataclass
+class _Snapshot:
+    """The cached vectors of one index, as of catalog (version, delete_version)."""
+
+    version: int
+    delete_version: int
+    metric: Metric
+    rowids: npt.NDArray[np.int64]
+    ids: list[str]
+    matrix: Matrix
+    norms: npt.NDArray[np.float64]
+    ann: bool = False
+
+
+class LibSQLVectorStore(VectorStore):
+    """Exact search over a libSQL file, with every operator. Safe across threads."""
+
+    backend = "libsql"
+    capabilities = CAPABILITIES
+
+    def __init__(self, url: str = "libsql:///local.db", **options: Any) -> None:
+        self.db = Database(url, **options)
+        self.db.migrate("vector", MIGRATIONS)
+        self._snapshots: dict[str, _Snapshot] = {}
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self.db.close()
+
+    def _entry(self, name: str) -> tuple[str, int, Metric, int, int, str] | None:
+        rows = self.db.query(
+            f"SELECT table_name, dimension, metric, version, delete_version, config FROM {CATALOG} "
+            "WHERE name = ?",
+            (name,),
+        )
+        return rows[0] if rows else None
+
+    def _shape(self, name: str) -> tuple[int, Metric] | None:
+        entry = self._entry(name)
+        return None if entry is None else (entry[1], entry[2])
+
+    def _create_index(self, name: str, dimension: int, config: IndexConfig) -> None:
+        table = table_name(name)
+        if config.type == "diskann" and config.metric not in _ANN_METRICS:
+            raise UnsupportedFeatureError(
+                f"libSQL's DiskANN index has no {config.metric} metric (cosine or euclidean)"
+            )
+        with self.db.transaction():
+            self.db.query(
+                f"INSERT INTO {CATALOG} (name, table_name, dimension, metric, config) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT(name) DO NOTHING",
+                (name, table, dimension, config.metric, config.model_dump_json()),
+            )
+            self.db.query(
+                f"CREATE TABLE IF NOT EXISTS {table} (rowid INTEGER PRIMARY KEY, "
+                f"id TEXT NOT NULL UNIQUE, embedding F32_BLOB({dimension}) NOT NULL, "
+                "metadata TEXT NOT NULL, seq INTEGER NOT NULL)"
+            )
+            self.db.query(f"CREATE INDEX IF NOT EXISTS {table}_seq ON {table} (seq)")
+            for statement in index_statements(table):
+                self.db.query(statement)
+            if config.type == "diskann":
+                self.db.query(
+                    f"CREATE INDEX IF NOT EXISTS {table}_ann ON {table} "
+                    f"(libsql_vector_idx(embedding, 'metric={_ANN_METRICS[config.metric]}'))"
+                )
+
+    def _bump(self, name: str, deleted: bool = False) -> int:
+        extra = ", delete_version = delete_version + 1" if deleted else ""
+        rows = self.db.query(
+            f"UPDATE {CATALOG} SET version = version + 1{extra} WHERE name = ? RETURNING version",
+            (name,),
+        )
+        version: int = rows[0][0]
+        return version
+
+    def _upsert(self, name: str, batch: VectorBatch) -> None:
+        table = table_name(name)
+        with self.db.transaction():
+            seq = self._bump(name)
+            self.db.executemany(
+                f"INSERT INTO {table} (id, embedding, metadata, seq) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT(id) DO UPDATE SET embedding = excluded.embedding, "
+                "metadata = excluded.metadata, seq = excluded.seq",
+                [
+                    (id_, vector.tobytes(), encode_document(meta), seq)
+                    for id_, vector, meta in zip(
+                        batch.ids, batch.vectors, batch.metadata, strict=True
+                    )
+                ],
+            )
+
+    # ---- the cache ----------------------------------------------------------------
+
+    def _snapshot(self, name: str) -> _Snapshot:
+        """The index's vectors, brought up to date with the database."""
+        entry = self._entry(name)
+        assert entry is not None
+        table, dimension, metric, version, delete_version, config = entry
+        with self._lock:
+            snap = self._snapshots.get(name)
+            if snap is not None and (snap.version, snap.delete_version) == (
+                version,
+                delete_version,
+            ):
+                return snap
+            folded = None
+            if snap is not None and snap.delete_version == delete_version:
+                rows = self.db.query(
+                    f"SELECT rowid, id, embedding FROM {table} WHERE seq > ? ORDER BY rowid",
+                    (snap.version,),
+                )
+                folded = _apply(snap, rows, dimension, version)
+            if folded is None:
+                rows = self.db.query(f"SELECT rowid, id, embedding FROM {table} ORDER BY rowid")
+                folded = _build(rows, dimension, metric, version, delete_version)
+                folded.ann = IndexConfig.model_validate_json(config).type == "diskann"
+            self._snapshots[name] = folded
+            return folded
+
+    # ---- reads ------------------------------------------------------------------
+
+    def _query(
+        self,
+        name: str,
+        vector: Matrix,
+        top_k: int,
+        filter: Node | None,
+        include_vector: bool,
+        min_score: float | None,
+    ) -> list[QueryResult]:
+        snap = self._snapshot(name)
+        if filter is None and not snap.ann:
+            scores = score(snap.matrix, vector, snap.metric, snap.norms)
+            ranked = best(scores, snap.ids, top_k, min_score)
+            chosen = [(p, float(scores[p])) for p in ranked]
+        else:
+            positions = (
+                self._candidates(name, snap, filter)
+                if filter is not None
+                else self._approximate(name, snap, vector, top_k)
+            )
+            scores = score(snap.matrix[positions], vector, snap.metric, snap.norms[positions])
+            ids = [snap.ids[p] for p in positions]
+            ranked = best(scores, ids, top_k, min_score)
+            chosen = [(int(positions[i]), float(scores[i])) for i in ranked]
+        metadata = self._metadata(name, [int(snap.rowids[p]) for p, _ in chosen])
+        return [
+            QueryResult(
+                id=snap.ids[p],
+                score=s,
+                metadata=metadata.get(int(snap.rowids[p]), {}),
+                vector=snap.matrix[p].tolist() if include_vector else None,
+            )
+            for p, s in chosen
+        ]
+
+    def _approximate(
+        self, name: str, snap: _Snapshot, vector: Matrix, top_k: int
+    ) -> npt.NDArray[np.intp]:
+        """Positions of DiskANN's top_k candidates, scored exactly afterwards."""
+        table = table_name(name)
+        rows = self.db.query(
+            f"SELECT id FROM vector_top_k('{table}_ann', vector32(?), ?)",
+            (json.dumps(vector.tolist()), top_k),
+        )
+        return _positions(snap, rows)
+
+    def _candidates(self, name: str, snap: _Snapshot, filter: Node) -> npt.NDArray[np.intp]:
+        """Positions in the snapshot of the rows the filter selects."""
+        sql, params = compile_filter(filter, table_name(name))
+        rows = self.db.query(f"SELECT rowid FROM {table_name(name)} WHERE {sql}", params)
+        return _positions(snap, rows)
+
+    def _metadata(self, name: str, rowids: list[int]) -> dict[int, Metadata]:
+        if not rowids:
+            return {}
+        rows = self.db.query(
+            f"SELECT rowid, metadata FROM {table_name(name)} "
+            "WHERE rowid IN (SELECT value FROM json_each(?))",
+            (json.dumps(rowids),),
+        )
+        return {r[0]: decode_document(r[1]) for r in rows}
+
+    def _describe_index(self, name: str) -> IndexStats:
+        entry = self._entry(name)
+        assert entry is not None
+        (count,) = self.db.query(f"SELECT count(*) FROM {entry[0]}")[0]
+        return IndexStats(dimension=entry[1], count=count, metric=entry[2])
+
+    def _list_indexes(self) -> list[str]:
+        return [r[0] for r in self.db.query(f"SELECT name FROM {CATALOG}")]
+
+    # ---- writes -------------------------------------------------------------------
+
+    def _delete_index(self, name: str) -> None:
+        with self.db.transaction():
+            self.db.query(f"DROP TABLE IF EXISTS {table_name(name)}")
+            self.db.query(f"DELETE FROM {CATALOG} WHERE name = ?", (name,))
+        with self._lock:
+            self._snapshots.pop(name, None)
+
+    def _where(self, name: str, target: list[str] | Node) -> tuple[str, list[Any]]:
+        if isinstance(target, list):
+            return "id IN (SELECT value FROM json_each(?))", [json.dumps(target)]
+        return compile_filter(target, table_name(name))
+
+    def _update(
+        self, name: str, target: list[str] | Node, vector: Matrix | None, metadata: Metadata | None
+    ) -> None:
+        where, params = self._where(name, target)
+        sets: list[str] = ["seq = ?"]
+        values: list[Any] = []
+        if vector is not None:
+            sets.append("embedding = ?")
+            values.append(vector.tobytes())
+        if metadata is not None:
+            sets.append("metadata = ?")
+            values.append(encode_document(metadata))
+        with self.db.transaction():
+            seq = self._bump(name)
+            self.db.query(
+                f"UPDATE {table_name(name)} SET {', '.join(sets)} WHERE {where}",
+                [seq, *values, *params],
+            )
+
+    def _delete(self, name: str, target: list[str] | Node) -> None:
+        where, params = self._where(name, target)
+        with self.db.transaction():
+            self._bump(name, deleted=True)
+            self.db.query(f"DELETE FROM {table_name(name)} WHERE {where}", params)
+
+
+def _positions(snap: _Snapshot, rows: list[tuple[Any, ...]]) -> npt.NDArray[np.intp]:
+    """Positions in the snapshot of the rows with these rowids."""
+    rowids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    positions = np.searchsorted(snap.rowids, rowids)
+    inside = positions < len(snap.rowids)
+    positions = positions[inside]
+    # rows written after the snapshot was taken are not in it yet
+    found: npt.NDArray[np.intp] = positions[snap.rowids[positions] == rowids[inside]]
+    return found
+
+
+def _matrix(rows: list[tuple[Any, ...]], dimension: int) -> Matrix:
+    blob = b"".join(r[2] for r in rows)
+    return np.frombuffer(blob, dtype=np.float32).reshape(len(rows), dimension).copy()
+
+
+def _build(
+    rows: list[tuple[Any, ...]], dimension: int, metric: Metric, version: int, deleted: int
+) -> _Snapshot:
+    matrix = _matrix(rows, dimension)
+    return _Snapshot(
+        version=version,
+        delete_version=deleted,
+        metric=metric,
+        rowids=np.array([r[0] for r in rows], dtype=np.int64),
+        ids=[r[1] for r in rows],
+        matrix=matrix,
+        norms=row_norms(matrix),
+    )
+
+
+def _apply(
+    snap: _Snapshot, rows: list[tuple[Any, ...]], dimension: int, version: int
+) -> _Snapshot | None:
+    """Fold rows written since the snapshot into it: changed rows in place, new ones appended.
+
+    Returns None when new rows do not sort after the snapshot (only a delete
+    allows that, and deletes force a reload), so the caller reloads.
+    """
+    changed = _matrix(rows, dimension)
+    rowids = np.array([r[0] for r in rows], dtype=np.int64)
+    known = np.isin(rowids, snap.rowids)
+    fresh = ~known
+    if fresh.any() and len(snap.rowids) and rowids[fresh].min() <= snap.rowids[-1]:
+        return None
+    matrix, norms = snap.matrix.copy(), snap.norms.copy()
+    at = np.searchsorted(snap.rowids, rowids[known])
+    matrix[at] = changed[known]
+    norms[at] = row_norms(changed[known])
+    return _Snapshot(
+        version=version,
+        delete_version=snap.delete_version,
+        metric=snap.metric,
+        ann=snap.ann,
+        rowids=np.concatenate([snap.rowids, rowids[fresh]]),
+        ids=snap.ids + [r[1] for r, new in zip(rows, fresh, strict=True) if new],
+        matrix=np.concatenate([matrix, changed[fresh]]),
+        norms=np.concatenate([norms, row_norms(changed[fresh])]),
+    )

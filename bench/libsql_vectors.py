@@ -1,0 +1,108 @@
+"""LibSQL vector store: ingest rate and query latency, against the raw driver.
+
+    python bench/libsql_vectors.py [--sizes 10000 100000] [--queries 200]
+
+For each size: N 384-d vectors with resource_id / thread_id metadata (100
+resources, so a resource filter selects 1%). Prints ingest vectors/s, query
+p50/p95 in ms unfiltered and with a resource_id filter, cold (first query
+after opening) and warm, and the raw driver's exact `vector_distance_cos`
+ORDER BY query for comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import libsql
+import numpy as np
+from recallstack.adapters.libsql.vector import LibSQLVectorStore, table_name
+
+DIM = 384
+RESOURCES = 100
+
+
+def percentiles(samples: list[float]) -> str:
+    ms = sorted(s * 1000 for s in samples)
+    p95 = ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))]
+    return f"p50 {statistics.median(ms):7.2f} ms  p95 {p95:7.2f} ms"
+
+
+def timed(fn, n: int) -> list[float]:  # type: ignore[no-untyped-def]
+    out = []
+    for i in range(n):
+        start = time.perf_counter()
+        fn(i)
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def run(size: int, queries: int, folder: Path) -> None:
+    rng = np.random.default_rng(0)
+    data = rng.normal(size=(size, DIM)).astype(np.float32)
+    probes = rng.normal(size=(queries, DIM)).astype(np.float32)
+    ids = [f"m{i}" for i in range(size)]
+    meta = [{"resource_id": f"r{i % RESOURCES}", "thread_id": f"t{i % 1000}"} for i in range(size)]
+    url = f"libsql:///{folder / f'bench-{size}.db'}"
+
+    store = LibSQLVectorStore(url)
+    store.create_index("bench", DIM)
+    start = time.perf_counter()
+    for lo in range(0, size, 5000):
+        store.upsert("bench", ids[lo : lo + 5000], data[lo : lo + 5000], meta[lo : lo + 5000])
+    ingest = size / (time.perf_counter() - start)
+    store.close()
+
+    print(f"\n== {size:,} vectors x {DIM} ==")
+    print(f"ingest                        {ingest:10,.0f} vectors/s")
+    for label, flt in (("unfiltered", None), ("resource_id filter (1%)", {"resource_id": "r7"})):
+        fresh = LibSQLVectorStore(url)
+        start = time.perf_counter()
+        fresh.query("bench", probes[0], 10, filter=flt)
+        cold = time.perf_counter() - start
+        warm = timed(
+            lambda i, fresh=fresh, flt=flt: fresh.query("bench", probes[i], 10, filter=flt),
+            queries,
+        )
+        print(f"{label:28s}  cold {cold * 1000:8.2f} ms   warm {percentiles(warm)}")
+        fresh.close()
+
+    raw = libsql.connect(str(folder / f"bench-{size}.db"))
+    table = table_name("bench")
+    sql = (
+        f"SELECT id, vector_distance_cos(embedding, vector32(?)) AS d FROM {table} "
+        "{where} ORDER BY d LIMIT 10"
+    )
+    for label, where, extra in (
+        ("raw driver, unfiltered", "", ()),
+        (
+            "raw driver, resource filter",
+            "WHERE json_extract(metadata, '$.resource_id') = ?",
+            ("r7",),
+        ),
+    ):
+        q = sql.format(where=where)
+        samples = timed(
+            lambda i, q=q, extra=extra: raw.execute(
+                q, (str(probes[i].tolist()), *extra)
+            ).fetchall(),
+            min(queries, 50),
+        )
+        print(f"{label:28s}  {'':21s} {percentiles(samples)}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--queries", type=int, default=200)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in args.sizes:
+            run(size, args.queries, Path(tmp))
+
+
+if __name__ == "__main__":
+    main()

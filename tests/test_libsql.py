@@ -1,0 +1,187 @@
+"""LibSQL specifics: URLs, names, schema migrations, transactions, other processes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from recallstack.adapters.libsql.database import Database, Location, parse_url
+from recallstack.adapters.libsql.sql_filters import decode_key, encode_key
+from recallstack.adapters.libsql.storage import MIGRATIONS, LibSQLStorage
+from recallstack.adapters.libsql.vector import LibSQLVectorStore, table_name
+from recallstack.core.errors import InvalidInputError
+from recallstack.core.messages import Message
+from recallstack.core.records import Thread
+from recallstack.core.registry import registry
+
+
+@pytest.mark.parametrize(
+    ("url", "location"),
+    [
+        ("libsql:///local.db", Location("local.db")),
+        ("libsql:///dir/x.db", Location("dir/x.db")),
+        ("libsql:////abs/x.db", Location("/abs/x.db")),
+        ("libsql://:memory:", Location(":memory:")),
+        ("libsql://db.example.turso.io", Location("", "libsql://db.example.turso.io")),
+    ],
+)
+def test_urls(url: str, location: Location) -> None:
+    assert parse_url(url) == location
+
+
+@pytest.mark.parametrize("url", ["libsql:///", "libsql://", "postgresql://x"])
+def test_bad_urls(url: str) -> None:
+    with pytest.raises(InvalidInputError):
+        parse_url(url)
+
+
+def test_remote_needs_a_replica_file() -> None:
+    with pytest.raises(InvalidInputError, match="replica="):
+        Database("libsql://db.example.turso.io", auth_token="t")
+
+
+@pytest.mark.parametrize(
+    "name", ["memory_messages_all_minilm_l6_v2_384", "Weird Name/ü", "x" * 300, "a", "A"]
+)
+def test_table_names_are_valid_and_distinct(name: str) -> None:
+    table = table_name(name)
+    assert table.startswith("rsv_") and len(table) <= 60
+    assert all(c.isascii() and (c.isalnum() or c == "_") for c in table)
+    assert table_name(name) == table
+    assert table_name(name + "!") != table
+
+
+@pytest.mark.parametrize("key", ["plain_key", 'it\'s "quoted" $[0] -- )', "ünï~code", "~7e"])
+def test_key_encoding_round_trips(key: str) -> None:
+    encoded = encode_key(key)
+    assert decode_key(encoded) == key
+    assert set(encoded) <= set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-~")
+
+
+def test_resolved_from_the_registry(tmp_path: Path) -> None:
+    url = f"libsql:///{tmp_path / 'r.db'}"
+    assert isinstance(registry().vector_store(url), LibSQLVectorStore)
+    assert isinstance(registry().storage(url), LibSQLStorage)
+
+
+def test_migrates_an_older_schema(tmp_path: Path) -> None:
+    url = f"libsql:///{tmp_path / 'old.db'}"
+    old = Database(url)
+    old.migrate("storage", MIGRATIONS[:1])  # a database written by schema version 1
+    old.query(
+        "INSERT INTO recallstack_threads VALUES ('t', 'r', 'kept', '{}', 0, 0)",
+    )
+    old.close()
+    storage = LibSQLStorage(url)
+    assert storage.db.query(
+        "SELECT version FROM recallstack_schema WHERE component = 'storage'"
+    ) == [(len(MIGRATIONS),)]
+    indexes = {r[0] for r in storage.db.query("SELECT name FROM sqlite_master WHERE type='index'")}
+    assert "recallstack_messages_resource" in indexes
+    thread = storage.get_thread("t")
+    assert thread is not None and thread.title == "kept"
+    LibSQLStorage(url)  # opening again migrates nothing twice
+
+
+def test_a_failed_transaction_writes_nothing(tmp_path: Path) -> None:
+    storage = LibSQLStorage(f"libsql:///{tmp_path / 'tx.db'}")
+    storage.save_thread(Thread(id="t", resource_id="r"))
+    with pytest.raises(RuntimeError), storage.db.transaction():
+        storage.db.query("DELETE FROM recallstack_threads")
+        raise RuntimeError("boom")
+    assert storage.get_thread("t") is not None
+
+
+def test_a_failed_batch_writes_nothing(tmp_path: Path) -> None:
+    storage = LibSQLStorage(f"libsql:///{tmp_path / 'batch.db'}")
+    storage.save_thread(Thread(id="t", resource_id="r"))
+    storage.db.query(
+        "CREATE TRIGGER refuse BEFORE INSERT ON recallstack_messages "
+        "WHEN NEW.id = 'bad' BEGIN SELECT RAISE(ABORT, 'refused'); END"
+    )
+    batch = [Message(id=i, thread_id="t", role="user", content=i) for i in ("ok", "bad")]
+    with pytest.raises(Exception, match="refused"):
+        storage.save_messages(batch)
+    assert storage.get_messages(["ok"]) == []
+
+
+def test_injection_changes_nothing_else(tmp_path: Path) -> None:
+    store = LibSQLVectorStore(f"libsql:///{tmp_path / 'inj.db'}")
+    store.create_index("i", 2)
+    store.upsert("i", ["a", "b"], [[1, 0], [0, 1]], [{"k": "x"}, {"k": "y"}])
+    evil = ["x' OR '1'='1", 'x"); DROP TABLE rsv; --', "k$[0]", "') OR 1=1 --", "*/ 1 /*"]
+    for text in [*evil, "$.k"]:
+        assert store.query("i", [1, 0], 5, filter={"k": text}) == []
+        store.delete("i", filter={"k": text})
+    for key in evil:
+        assert store.query("i", [1, 0], 5, filter={key: "x"}) == []
+        store.delete("i", filter={key: {"$exists": True}})
+    assert store.describe_index("i").count == 2
+    tables = {r[0] for r in store.db.query("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert table_name("i") in tables
+
+
+def test_another_process_sees_writes_on_its_next_query(tmp_path: Path) -> None:
+    url = f"libsql:///{tmp_path / 'shared.db'}"
+    store = LibSQLVectorStore(url)
+    store.create_index("i", 2)
+    store.upsert("i", ["a"], [[1, 0]])
+    assert [r.id for r in store.query("i", [0, 1], 5)] == ["a"]  # cached now
+
+    def other(code: str) -> None:
+        script = textwrap.dedent(
+            f"""
+            from recallstack.adapters.libsql.vector import LibSQLVectorStore
+            store = LibSQLVectorStore({url!r})
+            {code}
+            """
+        )
+        subprocess.run([sys.executable, "-c", script], check=True, cwd=tmp_path)
+
+    other("store.upsert('i', ['b', 'a'], [[0, 1], [0.5, 0.5]])")
+    results = store.query("i", [0, 1], 5, include_vector=True)
+    assert [r.id for r in results] == ["b", "a"]
+    assert np.allclose(results[1].vector or [], [0.5, 0.5])
+    other("store.delete('i', ids=['b'])")
+    assert [r.id for r in store.query("i", [0, 1], 5)] == ["a"]
+    other("store.delete_index('i')")
+    assert store.list_indexes() == []
+
+
+def test_diskann_is_an_opt_in(tmp_path: Path) -> None:
+    store = LibSQLVectorStore(f"libsql:///{tmp_path / 'ann.db'}")
+    store.create_index("ann", 16, config={"type": "diskann"})
+    store.create_index("exact", 16)
+    data = np.random.default_rng(3).normal(size=(300, 16)).astype(np.float32)
+    ids = [f"v{i}" for i in range(300)]
+    meta = [{"even": i % 2 == 0} for i in range(300)]
+    for name in ("ann", "exact"):
+        store.upsert(name, ids, data, meta)
+    indexes = {r[0] for r in store.db.query("SELECT name FROM sqlite_master WHERE type='index'")}
+    assert f"{table_name('ann')}_ann" in indexes
+    assert f"{table_name('exact')}_ann" not in indexes
+    found = total = 0
+    for q in data[:20] + 0.01:
+        approximate = store.query("ann", q, 10)
+        exact = store.query("exact", q, 10)
+        found += len({r.id for r in approximate} & {r.id for r in exact})
+        total += 10
+        exact_scores = {r.id: r.score for r in store.query("exact", q, 300)}
+        assert all(abs(r.score - exact_scores[r.id]) < 1e-5 for r in approximate)
+        # filtered queries take the exact path
+        assert store.query("ann", q, 5, filter={"even": True}) == store.query(
+            "exact", q, 5, filter={"even": True}
+        )
+    assert found / total >= 0.9
+
+
+def test_diskann_has_no_dotproduct(tmp_path: Path) -> None:
+    from recallstack.core.errors import UnsupportedFeatureError
+
+    store = LibSQLVectorStore(f"libsql:///{tmp_path / 'ann.db'}")
+    with pytest.raises(UnsupportedFeatureError, match="dotproduct"):
+        store.create_index("ann", 4, metric="dotproduct", config={"type": "diskann"})
