@@ -196,7 +196,7 @@ def storage_target(request: pytest.FixtureRequest) -> Any:
     return request.param
 
 
-def _label(request: pytest.FixtureRequest, target: Any) -> None:
+def _label(request: pytest.FixtureRequest, target: Any, approximate: bool = False) -> None:
     request.node.user_properties.append(
         (
             "recallstack_target",
@@ -205,6 +205,7 @@ def _label(request: pytest.FixtureRequest, target: Any) -> None:
                 "kind": target.kind,
                 "mode": target.mode,
                 "stand_in": target.stand_in,
+                "approximate": approximate,
             },
         )
     )
@@ -233,7 +234,7 @@ def twin(request: pytest.FixtureRequest, vector_store: Any, vector_target: Any) 
     """The backend paired with the reference; indexes it creates are removed afterwards."""
     from recallstack.conformance.twin import Twin
 
-    _label(request, vector_target)
+    _label(request, vector_target, approximate=not vector_store.capabilities.exact)
     pair = Twin(
         vector_store,
         lambda op: request.node.user_properties.append(("recallstack_unsupported", op)),

@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from recallstack.conformance.twin import RECALL_TOLERANCE
+
 GROUPS: dict[str, str] = {
     "test_lifecycle": "1. Index lifecycle",
     "test_upsert_query": "2. Upsert and query",
@@ -35,6 +37,8 @@ class TargetResult(BaseModel):
     kind: Literal["vector", "storage"]
     mode: str
     stand_in: str | None = None
+    approximate: bool = False
+    """Compared with the recall tolerance instead of exactly (no exact mode)."""
     groups: dict[str, GroupResult] = Field(default_factory=dict)
 
     def record(self, group: str, passed: bool, unsupported: list[str]) -> None:
@@ -50,11 +54,15 @@ class TargetResult(BaseModel):
 class Report(BaseModel):
     targets: list[TargetResult] = Field(default_factory=list)
 
-    def target(self, backend: str, kind: Any, mode: str, stand_in: str | None) -> TargetResult:
+    def target(
+        self, backend: str, kind: Any, mode: str, stand_in: str | None, approximate: bool = False
+    ) -> TargetResult:
         for t in self.targets:
             if (t.backend, t.kind, t.mode) == (backend, kind, mode):
                 return t
-        t = TargetResult(backend=backend, kind=kind, mode=mode, stand_in=stand_in)
+        t = TargetResult(
+            backend=backend, kind=kind, mode=mode, stand_in=stand_in, approximate=approximate
+        )
         self.targets.append(t)
         return t
 
@@ -94,6 +102,8 @@ class Report(BaseModel):
                             f"for {', '.join(result.unsupported)}"
                         )
             mode = t.mode + (f" — stand-in: {t.stand_in}" if t.stand_in else "")
+            if t.approximate:
+                mode += f" — approximate: recall ≥ {RECALL_TOLERANCE} of the exact top-K"
             lines.append("| " + " | ".join([t.backend, t.kind, mode, *cells]) + " |")
         legend = ", ".join(GROUPS.values())
         lines += ["", f"Groups: {legend}.", "n/a: the group does not apply to this kind."]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -29,15 +31,23 @@ def install_plugin(target: Path, module: str, entry_point: str) -> Path:
 
 @pytest.fixture
 def example_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The example third-party plugin, installed and importable for this test."""
-    path = install_plugin(tmp_path / "site", "recallstack_example", "example")
-    monkeypatch.syspath_prepend(str(path))
-    return path
+    """The example third-party plugin, installed and importable for this test.
+
+    Visible in this process and, through PYTHONPATH, in the processes it starts.
+    """
+    return _visible(
+        install_plugin(tmp_path / "site", "recallstack_example", "example"), monkeypatch
+    )
 
 
 @pytest.fixture
 def broken_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A plugin whose `$ne` is wrong, installed for this test."""
     path = install_plugin(tmp_path / "broken-site", "recallstack_broken", "broken")
+    return _visible(path, monkeypatch)
+
+
+def _visible(path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.syspath_prepend(str(path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(path), *sys.path]))
     return path

@@ -1,4 +1,7 @@
-"""The conformance suite itself: it runs on third-party plugins and catches broken ones."""
+"""The conformance suite itself: it runs on third-party plugins and catches broken ones.
+
+Each run is a separate pytest process, as a plugin author would start it.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ def test_suite_passes_on_a_third_party_plugin(
     example_plugin: Path, pytester: pytest.Pytester
 ) -> None:
     report = pytester.path / "report.json"
-    result = pytester.runpytest(
+    result = pytester.runpytest_subprocess(
         "--recallstack-backend", "example", "--recallstack-report", str(report), "-q"
     )
     result.assert_outcomes(failed=0, errors=0, passed=result.parseoutcomes()["passed"])
@@ -28,7 +31,7 @@ def test_suite_passes_on_a_third_party_plugin(
 
 def test_suite_catches_a_broken_operator(broken_plugin: Path, pytester: pytest.Pytester) -> None:
     report = pytester.path / "report.md"
-    result = pytester.runpytest(
+    result = pytester.runpytest_subprocess(
         "--recallstack-backend", "broken", "--recallstack-report", str(report), "-q"
     )
     outcomes = result.parseoutcomes()
@@ -44,7 +47,7 @@ def test_suite_catches_a_broken_operator(broken_plugin: Path, pytester: pytest.P
 
 def test_url_mode_and_storage(pytester: pytest.Pytester) -> None:
     report = pytester.path / "report.json"
-    result = pytester.runpytest(
+    result = pytester.runpytest_subprocess(
         "--recallstack-url", "memory://", "--recallstack-report", str(report), "-q"
     )
     assert result.ret == 0
@@ -56,24 +59,27 @@ def test_url_mode_and_storage(pytester: pytest.Pytester) -> None:
 
 def test_inactive_unless_asked(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_plain():\n    assert True\n")
-    result = pytester.runpytest("-q")
+    result = pytester.runpytest_subprocess("-q")
     result.assert_outcomes(passed=1)
     assert "recallstack conformance" not in result.stdout.str()
 
 
 def test_unknown_backend_is_a_usage_error(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest("--recallstack-backend", "nosuch")
+    result = pytester.runpytest_subprocess("--recallstack-backend", "nosuch")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "no plugin registers a conformance target for 'nosuch'" in result.stderr.str()
 
 
 def test_markdown_report_lists_groups_and_stand_ins() -> None:
     report = Report()
-    target = report.target("pinecone", "vector", "emulator", "loopback emulator")
+    target = report.target("pinecone", "vector", "emulator", "loopback emulator", True)
     target.record("4. Filters", True, ["$all"])
     target.record("1. Index lifecycle", False, [])
     text = report.markdown()
-    assert "| pinecone | vector | emulator — stand-in: loopback emulator |" in text
+    assert (
+        "| pinecone | vector | emulator — stand-in: loopback emulator — approximate: "
+        "recall ≥ 0.95 of the exact top-K |"
+    ) in text
     assert "fail" in text and "pass ¹" in text
     assert "raises the documented error for $all" in text
     assert not report.passed
