@@ -19,6 +19,7 @@ from pathlib import Path
 
 import libsql
 import numpy as np
+
 from recallstack.adapters.libsql.vector import LibSQLVectorStore, table_name
 
 DIM = 384

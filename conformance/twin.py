@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
 from recallstack.adapters.memory.vector import InMemoryVectorStore
 from recallstack.core.errors import UnsupportedFeatureError, UnsupportedFilterError
 from recallstack.core.filters import operators_in, parse_filter

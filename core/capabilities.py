@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
+
 from recallstack.core.filters import ALL_OPERATORS, REQUIRED_OPERATORS
 from recallstack.core.vectors import METRICS, IndexType, Metric
 

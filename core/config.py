@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
 from recallstack.core.filters import parse_filter
 from recallstack.core.vectors import IndexConfig
 

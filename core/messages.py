@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
 from recallstack.core.errors import InvalidInputError
 
 Role = Literal["user", "assistant", "system", "tool"]

@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
 from recallstack.core.messages import Message, as_utc, utc_now
 
 

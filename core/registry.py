@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
 import pluggy
+
 from recallstack.core import hookspecs
 from recallstack.core.capabilities import Capabilities
 from recallstack.core.embedder import Embedder

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
+
 from recallstack.core.vectors import Metric
 
 Matrix = npt.NDArray[np.float32]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+
 from recallstack.core.capabilities import Capabilities
 from recallstack.core.errors import (
     DimensionMismatchError,

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from recallstack.conformance.report import GROUPS, Report
 
 

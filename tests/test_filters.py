@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from recallstack.core.errors import FilterError, UnsupportedFilterError
 from recallstack.core.filters import (
     MISSING,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from recallstack.adapters.libsql.database import Database, Location, parse_url
 from recallstack.adapters.libsql.sql_filters import decode_key, encode_key
 from recallstack.adapters.libsql.storage import MIGRATIONS, LibSQLStorage

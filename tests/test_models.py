@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from pydantic import ValidationError
+
 from recallstack.core.config import MemoryConfig, MessageRange, SemanticRecallConfig
 from recallstack.core.embedder import index_name
 from recallstack.core.errors import InvalidInputError

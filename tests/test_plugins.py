@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+
 from recallstack.adapters.memory.vector import InMemoryVectorStore
 from recallstack.core import hookspecs
 from recallstack.core.errors import InvalidInputError, MissingDependencyError, UnknownBackendError

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from recallstack.adapters.memory.vector import InMemoryVectorStore
 from recallstack.core.errors import (
     DimensionMismatchError,

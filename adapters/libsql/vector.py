@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
 from recallstack.adapters.libsql import CAPABILITIES
 from recallstack.adapters.libsql.database import Database
 from recallstack.adapters.libsql.sql_filters import (

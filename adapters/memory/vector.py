@@ -6,6 +6,7 @@ import threading
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from recallstack.adapters.memory import CAPABILITIES
 from recallstack.core.filters import Node, matches
 from recallstack.core.metadata import Metadata

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
 from recallstack.conformance.twin import Twin
 from recallstack.core.errors import DimensionMismatchError, FilterError, InvalidInputError
 from recallstack.core.vector_store import VectorStore

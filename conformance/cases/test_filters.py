@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from recallstack.conformance.dataset import AWKWARD_KEY, DOCS, FILTERS, vectors
 from recallstack.conformance.twin import Twin
 from recallstack.core.filters import REQUIRED_OPERATORS

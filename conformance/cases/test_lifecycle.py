@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+
 from recallstack.conformance.twin import Twin
 from recallstack.core.errors import DimensionMismatchError, IndexNotFoundError
 from recallstack.core.vectors import METRICS, IndexStats, Metric

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
+
 from recallstack.core.errors import InvalidInputError, NotFoundError
 from recallstack.core.messages import Message, TextPart, ToolCallPart
 from recallstack.core.records import Include, Resource, Thread

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from recallstack.conformance.dataset import vectors
 from recallstack.conformance.twin import Twin
 from recallstack.core.vectors import METRICS, Metric

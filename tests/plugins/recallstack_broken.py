@@ -9,10 +9,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from recallstack import Backend, ConformanceTarget, hookimpl
 from recallstack.adapters.memory import CAPABILITIES
 from recallstack.core.filters import Condition, Logical, Node, Not
-
-from recallstack import Backend, ConformanceTarget, hookimpl
 
 
 def _break(node: Node) -> Node:
