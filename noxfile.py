@@ -42,15 +42,20 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
     """mypy --strict on the installed package (as users get it)."""
-    session.install(".[conformance,libsql]", "mypy>=1.10")
+    session.install(".[conformance,libsql,openai]", "mypy>=1.10")
     python = os.path.join(session.virtualenv.bin, "python")
     session.run("mypy", "-p", "recallstack", "--python-executable", python)
 
 
+TORCH = "torch==2.13.0"
+"""The CPU build; installed first so that sentence-transformers does not pull a CUDA one."""
+
+
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """The unit tests of the core, the memory and the CLI."""
-    session.install("-e", ".[dev,libsql]")
+    """The unit tests: core, memory, embedders (the real local model), demo and CLI."""
+    session.install(TORCH)
+    session.install("-e", ".[dev,libsql,local,openai]")
     session.run("pytest", *session.posargs)
 
 

@@ -146,6 +146,27 @@ class Storage(ABC):
         if ids:
             self._delete_messages(list(ids))
 
+    # ---- the index ledger: which messages are embedded under which index ----------
+
+    def mark_indexed(self, message_ids: Sequence[str], index_name: str) -> None:
+        """Record that these messages' vectors are in `index_name`.
+
+        Saving a message again clears its records (its text may have changed);
+        deleting it removes them.
+        """
+        if message_ids:
+            self._mark_indexed(list(dict.fromkeys(message_ids)), index_name)
+
+    def unindexed(self, index_name: str, limit: int = 256) -> list[Message]:
+        """Up to `limit` messages with no record under `index_name`, oldest first."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
+            raise InvalidInputError(f"limit must be a positive int, got {limit!r}")
+        return self._unindexed(index_name, limit)
+
+    def index_names(self) -> list[str]:
+        """Every index name some message was recorded under."""
+        return sorted(self._index_names())
+
     def close(self) -> None:
         """Release connections; the default has nothing to release."""
 
@@ -197,6 +218,15 @@ class Storage(ABC):
 
     @abstractmethod
     def _delete_messages(self, ids: list[str]) -> None: ...
+
+    @abstractmethod
+    def _mark_indexed(self, message_ids: list[str], index_name: str) -> None: ...
+
+    @abstractmethod
+    def _unindexed(self, index_name: str, limit: int) -> list[Message]: ...
+
+    @abstractmethod
+    def _index_names(self) -> list[str]: ...
 
 
 def _check_paging(page: int, per_page: int | None) -> None:

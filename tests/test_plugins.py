@@ -49,7 +49,7 @@ def test_plugins_can_be_disabled(example_plugin: Path, monkeypatch: pytest.Monke
     registry = build_registry(plugin_manager(disabled=["example"]))
     with pytest.raises(UnknownBackendError, match="no vector backend answers 'example://'"):
         registry.find("vector", "example://")
-    monkeypatch.setenv("RECALLSTACK_DISABLE_PLUGINS", "memory, example,libsql")
+    monkeypatch.setenv("RECALLSTACK_DISABLE_PLUGINS", "memory, example,libsql,embedders")
     assert list(build_registry(plugin_manager()).all()) == []
 
 

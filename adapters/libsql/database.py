@@ -6,6 +6,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from recallstack.core.errors import BackendError, InvalidInputError
@@ -60,6 +61,8 @@ class Database:
         self._in_tx = False
         try:
             if self.location.remote is None:
+                if self.location.path != ":memory:":
+                    Path(self.location.path).parent.mkdir(parents=True, exist_ok=True)
                 self._conn = libsql.connect(self.location.path)
             else:
                 if replica is None:
@@ -74,7 +77,9 @@ class Database:
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             if self.location.path not in ("", ":memory:"):
                 self._conn.execute("PRAGMA journal_mode = WAL")
-        except libsql.Error as exc:
+        except InvalidInputError:
+            raise
+        except Exception as exc:
             raise BackendError(f"libsql: cannot open {url}: {exc}") from exc
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -83,9 +88,13 @@ class Database:
                 rows: list[tuple[Any, ...]] = self._conn.execute(sql, tuple(params)).fetchall()
             except Exception as exc:
                 raise BackendError(f"libsql: {exc}") from exc
-            if self._conn.in_transaction and not self._in_tx:
-                self._conn.commit()
+            self._autocommit()
             return rows
+
+    def _autocommit(self) -> None:
+        """Outside `transaction()`, every statement commits on its own."""
+        if self._conn.in_transaction and not self._in_tx:
+            self._conn.commit()
 
     @contextmanager
     def transaction(self) -> Iterator[Database]:
@@ -113,6 +122,7 @@ class Database:
                 self._conn.executemany(sql, [tuple(r) for r in rows])
             except Exception as exc:
                 raise BackendError(f"libsql: {exc}") from exc
+            self._autocommit()
 
     def migrate(self, component: str, migrations: Sequence[Migration]) -> int:
         """Bring `component`'s schema to the newest version; returns that version.

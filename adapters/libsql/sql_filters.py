@@ -19,7 +19,7 @@ from recallstack.core.metadata import Scalar
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 _NUMBER = "('integer', 'real')"
 _RANGE = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
-INDEXED_KEYS = ("resource_id", "thread_id")
+INDEXED_KEYS = ("resource_id", "thread_id", "message_id")
 """Reserved keys with expression indexes: their string equality is an index lookup."""
 INDEXED_PATHS = frozenset(f'$."{k}"' for k in INDEXED_KEYS)
 

@@ -55,7 +55,19 @@ def _v2(db: Database) -> None:
     db.query("CREATE INDEX recallstack_messages_resource ON recallstack_messages (resource_id)")
 
 
-MIGRATIONS = [_v1, _v2]
+def _v3(db: Database) -> None:
+    """The index ledger: which messages are embedded under which index."""
+    db.query(
+        "CREATE TABLE recallstack_message_index (message_id TEXT NOT NULL, "
+        "index_name TEXT NOT NULL, PRIMARY KEY (message_id, index_name)) WITHOUT ROWID"
+    )
+    db.query(
+        "CREATE INDEX recallstack_message_index_name "
+        "ON recallstack_message_index (index_name, message_id)"
+    )
+
+
+MIGRATIONS = [_v1, _v2, _v3]
 
 
 def _thread(row: tuple[Any, ...]) -> Thread:
@@ -142,6 +154,11 @@ class LibSQLStorage(Storage):
 
     def _delete_thread(self, thread_id: str) -> None:
         with self.db.transaction():
+            self.db.query(
+                "DELETE FROM recallstack_message_index WHERE message_id IN "
+                "(SELECT id FROM recallstack_messages WHERE thread_id = ?)",
+                (thread_id,),
+            )
             self.db.query("DELETE FROM recallstack_messages WHERE thread_id = ?", (thread_id,))
             self.db.query("DELETE FROM recallstack_threads WHERE id = ?", (thread_id,))
 
@@ -195,6 +212,14 @@ class LibSQLStorage(Storage):
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
+            self._forget([m.id for m in messages])
+
+    def _forget(self, ids: list[str]) -> None:
+        self.db.query(
+            "DELETE FROM recallstack_message_index "
+            "WHERE message_id IN (SELECT value FROM json_each(?))",
+            (json.dumps(ids),),
+        )
 
     def _get_messages(self, ids: list[str]) -> list[Message]:
         rows = self.db.query(
@@ -284,7 +309,31 @@ class LibSQLStorage(Storage):
         return [_message(r) for r in rows]
 
     def _delete_messages(self, ids: list[str]) -> None:
-        self.db.query(
-            "DELETE FROM recallstack_messages WHERE id IN (SELECT value FROM json_each(?))",
-            (json.dumps(ids),),
+        with self.db.transaction():
+            self.db.query(
+                "DELETE FROM recallstack_messages WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps(ids),),
+            )
+            self._forget(ids)
+
+    # ---- the index ledger ---------------------------------------------------------
+
+    def _mark_indexed(self, message_ids: list[str], index_name: str) -> None:
+        self.db.executemany(
+            "INSERT OR IGNORE INTO recallstack_message_index VALUES (?, ?)",
+            [(i, index_name) for i in message_ids],
         )
+
+    def _unindexed(self, index_name: str, limit: int) -> list[Message]:
+        rows = self.db.query(
+            f"SELECT {MESSAGE_COLUMNS} FROM recallstack_messages m WHERE NOT EXISTS "
+            "(SELECT 1 FROM recallstack_message_index x "
+            "WHERE x.index_name = ? AND x.message_id = m.id) "
+            "ORDER BY created_at, id LIMIT ?",
+            (index_name, limit),
+        )
+        return [_message(r) for r in rows]
+
+    def _index_names(self) -> list[str]:
+        rows = self.db.query("SELECT DISTINCT index_name FROM recallstack_message_index")
+        return [r[0] for r in rows]

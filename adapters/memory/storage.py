@@ -27,6 +27,7 @@ class InMemoryStorage(Storage):
         self._resources: dict[str, Resource] = {}
         self._threads: dict[str, Thread] = {}
         self._messages: dict[str, Message] = {}
+        self._indexed: dict[str, set[str]] = {}  # message id -> index names
         self._lock = threading.RLock()
 
     def _get_resource(self, resource_id: str) -> Resource | None:
@@ -48,6 +49,7 @@ class InMemoryStorage(Storage):
             self._threads.pop(thread_id, None)
             for m in [m for m in self._messages.values() if m.thread_id == thread_id]:
                 del self._messages[m.id]
+                self._indexed.pop(m.id, None)
 
     def _list_threads(
         self,
@@ -69,6 +71,7 @@ class InMemoryStorage(Storage):
         with self._lock:
             for m in messages:
                 self._messages[m.id] = m
+                self._indexed.pop(m.id, None)
 
     def _get_messages(self, ids: list[str]) -> list[Message]:
         return [self._messages[i] for i in ids if i in self._messages]
@@ -117,3 +120,20 @@ class InMemoryStorage(Storage):
         with self._lock:
             for i in ids:
                 self._messages.pop(i, None)
+                self._indexed.pop(i, None)
+
+    def _mark_indexed(self, message_ids: list[str], index_name: str) -> None:
+        with self._lock:
+            for i in message_ids:
+                self._indexed.setdefault(i, set()).add(index_name)
+
+    def _unindexed(self, index_name: str, limit: int) -> list[Message]:
+        with self._lock:
+            missing = [
+                m for m in self._messages.values() if index_name not in self._indexed.get(m.id, ())
+            ]
+        return sorted(missing, key=lambda m: m.sort_key)[:limit]
+
+    def _index_names(self) -> list[str]:
+        with self._lock:
+            return list({n for names in self._indexed.values() for n in names})

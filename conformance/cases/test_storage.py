@@ -197,3 +197,26 @@ def test_delete_messages(world: World) -> None:
 def test_bad_paging(world: World, kwargs: dict[str, object]) -> None:
     with pytest.raises(InvalidInputError):
         world.s.list_messages(world.t1, **kwargs)  # type: ignore[arg-type]
+
+
+def test_index_ledger(world: World) -> None:
+    index = world.ids("index")
+    other = world.ids("other-index")
+    assert {world.m(0), world.m(20)} <= {m.id for m in world.s.unindexed(index, limit=10_000)}
+    world.s.mark_indexed([world.m(0), world.m(1)], index)
+    world.s.mark_indexed([world.m(0)], other)
+    missing = {m.id for m in world.s.unindexed(index, limit=10_000)}
+    assert world.m(0) not in missing and world.m(1) not in missing and world.m(2) in missing
+    assert {index, other} <= set(world.s.index_names())
+    # saving a message again forgets it: its text may have changed
+    world.s.save_messages([world.msg(0, world.t1).model_copy(update={"content": "edited"})])
+    assert world.m(0) in {m.id for m in world.s.unindexed(index, limit=10_000)}
+    # deleting forgets too
+    world.s.delete_messages([world.m(1)])
+    world.s.delete_thread(world.t1)
+    assert other not in world.s.index_names()
+    oldest = world.s.unindexed(index, limit=2)
+    assert len(oldest) == 2
+    assert oldest == sorted(oldest, key=lambda m: m.sort_key)
+    with pytest.raises(InvalidInputError):
+        world.s.unindexed(index, limit=0)

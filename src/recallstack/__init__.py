@@ -1,6 +1,7 @@
 """recallstack: long-term conversational memory for AI agents."""
 
 from recallstack.core.capabilities import Capabilities
+from recallstack.core.config import MemoryConfig, MessageRange, SemanticRecallConfig
 from recallstack.core.embedder import Embedder, index_name
 from recallstack.core.errors import (
     BackendError,
@@ -17,9 +18,13 @@ from recallstack.core.errors import (
 )
 from recallstack.core.filters import matches, parse_filter
 from recallstack.core.hookspecs import hookimpl
+from recallstack.core.memory import Memory, RecallResult, ReindexResult, SaveResult
+from recallstack.core.message_history import MessageHistory
 from recallstack.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from recallstack.core.processor import RequestContext
 from recallstack.core.records import Include, Page, Resource, Thread
 from recallstack.core.registry import Backend, ConformanceTarget, registry
+from recallstack.core.semantic_recall import Hit, SemanticRecall
 from recallstack.core.storage import Storage
 from recallstack.core.vector_store import VectorStore
 from recallstack.core.vectors import IndexConfig, IndexStats, QueryResult
@@ -32,18 +37,29 @@ __all__ = [
     "DimensionMismatchError",
     "Embedder",
     "FilterError",
+    "Hit",
     "Include",
     "IndexConfig",
     "IndexNotFoundError",
     "IndexStats",
     "InvalidInputError",
+    "Memory",
+    "MemoryConfig",
     "Message",
+    "MessageHistory",
+    "MessageRange",
     "MissingDependencyError",
     "NotFoundError",
     "Page",
     "QueryResult",
+    "RecallResult",
     "RecallstackError",
+    "ReindexResult",
+    "RequestContext",
     "Resource",
+    "SaveResult",
+    "SemanticRecall",
+    "SemanticRecallConfig",
     "Storage",
     "TextPart",
     "Thread",

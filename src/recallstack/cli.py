@@ -1,8 +1,11 @@
-"""The `recallstack` command."""
+"""The `recallstack` command: the demo, and what a user needs around the library."""
 
 from __future__ import annotations
 
+import functools
 import json
+import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -11,10 +14,157 @@ from rich.table import Table
 
 from recallstack.core.registry import Backend, registry
 
+DEFAULT_EMBEDDER = "local/all-MiniLM-L6-v2"
+
 
 @click.group()
 def main() -> None:
     """Long-term conversational memory for AI agents."""
+
+
+def memory_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--db / --storage / --vector / --embedder, shared by the commands that open a Memory."""
+
+    @click.option(
+        "--db", default="local.db", show_default=True, help="LibSQL file for both stores."
+    )
+    @click.option("--storage", help="Storage URL (default: the --db file).")
+    @click.option("--vector", help="Vector store URL (default: the --db file).")
+    @click.option("--embedder", default=DEFAULT_EMBEDDER, show_default=True)
+    @functools.wraps(command)
+    def wrapper(db: str, storage: str | None, vector: str | None, embedder: str, **kw: Any) -> Any:
+        url = f"libsql:///{db}"
+        return command(stores=(storage or url, vector or url, embedder), **kw)
+
+    return wrapper
+
+
+def open_memory(stores: tuple[str, str, str], options: dict[str, Any] | None = None) -> Any:
+    from recallstack.core.memory import Memory
+
+    storage, vector, embedder = stores
+    return Memory(storage, vector, embedder, options or {"semantic_recall": True})
+
+
+@main.command()
+@memory_options
+def demo(stores: tuple[str, str, str]) -> None:
+    """Write a sample user's conversations and show what semantic recall finds."""
+    from recallstack import demo as demo_module
+
+    console = Console()
+    with console.status("loading the embedding model"):
+        memory = open_memory(stores, demo_module.OPTIONS)
+    outcomes = demo_module.run(memory, console)
+    right = sum(o.top_hit == o.expected for o in outcomes)
+    console.print(f"[bold]{right} of {len(outcomes)} recalls found the right message first.")
+    memory.close()
+
+
+@main.command()
+@memory_options
+@click.argument("jsonl", type=click.File())
+def ingest(stores: tuple[str, str, str], jsonl: Any) -> None:
+    """Save messages from a JSONL file (one message object per line).
+
+    Each line needs thread_id, role and content; resource_id creates the thread
+    when it does not exist yet; id and created_at are optional.
+    """
+    from recallstack.core.errors import InvalidInputError
+    from recallstack.core.messages import Message
+
+    memory = open_memory(stores)
+    messages = []
+    for number, line in enumerate(jsonl, start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+            message = Message.model_validate(data)
+        except (json.JSONDecodeError, ValueError) as exc:
+            raise click.ClickException(f"line {number}: {exc}") from exc
+        if memory.get_thread(message.thread_id) is None:
+            if not message.resource_id:
+                raise click.ClickException(
+                    f"line {number}: thread {message.thread_id!r} does not exist; give resource_id"
+                )
+            memory.create_thread(message.resource_id, thread_id=message.thread_id)
+        messages.append(message)
+    try:
+        result = memory.save_messages(messages)
+    except InvalidInputError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"saved {len(result.messages)} messages, indexed {len(result.indexed)}")
+    if result.not_indexed:
+        click.echo(
+            f"not indexed: {len(result.not_indexed)} ({result.error}); run `recallstack reindex`"
+        )
+        sys.exit(1)
+
+
+@main.command()
+@memory_options
+@click.option("--thread", "thread_id", required=True)
+@click.option("--resource", "resource_id")
+@click.option("--query", required=True, help="What to search for.")
+@click.option("--top-k", default=4, show_default=True)
+@click.option("--scope", type=click.Choice(["thread", "resource"]), default="resource")
+@click.option("--json", "as_json", is_flag=True)
+def recall(
+    stores: tuple[str, str, str],
+    thread_id: str,
+    resource_id: str | None,
+    query: str,
+    top_k: int,
+    scope: str,
+    as_json: bool,
+) -> None:
+    """Recall messages similar to a query, from a thread or from all of its resource's threads."""
+    memory = open_memory(stores, {"semantic_recall": {"top_k": top_k, "scope": scope}})
+    result = memory.recall(
+        thread_id, resource_id=resource_id, vector_search_string=query, per_page=0
+    )
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "hits": [h.__dict__ for h in result.hits],
+                    "messages": [m.model_dump(mode="json") for m in result.messages],
+                },
+                indent=2,
+            )
+        )
+        return
+    scores = {h.message_id: h.score for h in result.hits}
+    table = Table("score", "thread", "role", "message")
+    for m in result.messages:
+        score = f"{scores[m.id]:.3f}" if m.id in scores else ""
+        table.add_row(score, m.thread_id, m.role, m.text)
+    Console().print(table)
+
+
+@main.command()
+@memory_options
+@click.option("--resource", "resource_id", required=True)
+def threads(stores: tuple[str, str, str], resource_id: str) -> None:
+    """List a resource's threads, newest first."""
+    memory = open_memory(stores, {})
+    table = Table("id", "title", "created", "messages")
+    for t in memory.list_threads(resource_id).items:
+        count = memory.storage.list_messages(t.id, per_page=0).total
+        table.add_row(t.id, t.title or "", t.created_at.isoformat(timespec="seconds"), str(count))
+    Console().print(table)
+
+
+@main.command()
+@memory_options
+def reindex(stores: tuple[str, str, str]) -> None:
+    """Index every message not yet indexed under the current embedder."""
+    memory = open_memory(stores)
+    result = memory.reindex()
+    click.echo(f"indexed {result.indexed} messages")
+    if result.failed:
+        raise click.ClickException(f"{result.failed} messages failed: {result.error}")
 
 
 def _describe(backend: Backend) -> dict[str, Any]:
@@ -42,11 +192,11 @@ def backends(as_json: bool) -> None:
     table = Table("kind", "name", "schemes", "plugin", "installed", "capabilities")
     for row in rows:
         caps = row["capabilities"]
-        summary = ""
+        summary = row["description"]
         if caps is not None:
-            summary = (
-                f"operators: {' '.join(sorted(caps['operators']))}\n"
-                f"metrics: {', '.join(sorted(caps['metrics']))}; "
+            summary += (
+                f"\noperators: {' '.join(sorted(caps['operators']))}"
+                f"\nmetrics: {', '.join(sorted(caps['metrics']))}; "
                 f"{'exact' if caps['exact'] else 'approximate'} search"
             )
             if caps["stand_in"]:

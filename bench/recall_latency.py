@@ -1,0 +1,144 @@
+"""Memory.recall latency on the embedded default (LibSQL), embedding excluded and included.
+
+    python bench/recall_latency.py [--sizes 10000 100000] [--queries 200]
+
+Stores N messages of 100 users (10 messages a thread), so a resource-scoped
+recall searches 1% of the vectors. Messages go through storage as in
+production; their vectors are random unit vectors written with exactly the
+metadata Memory writes (embedding 100,000 texts with the local model would
+take minutes and measure the model, not recall). Each recall: history page
+(10), query embedding, vector search (top_k 4, resource scope), include
+windows (one neighbour each side). "Excluded": the query's embedding is
+already cached; "included": a new query text, embedded by the local model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+
+from recallstack.core.memory import Memory
+from recallstack.core.messages import Message
+from recallstack.core.metadata import epoch_ms
+from recallstack.core.records import Thread
+
+USERS = 100
+PER_THREAD = 10
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+WORDS = [
+    "trip",
+    "recipe",
+    "bread",
+    "marathon",
+    "knee",
+    "hotel",
+    "budget",
+    "train",
+    "cat",
+    "garden",
+    "invoice",
+    "meeting",
+]
+
+
+def percentiles(samples: list[float]) -> str:
+    ms = sorted(s * 1000 for s in samples)
+    p95 = ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))]
+    return f"p50 {statistics.median(ms):7.2f} ms   p95 {p95:7.2f} ms"
+
+
+def populate(memory: Memory, size: int) -> None:
+    assert memory.semantic is not None
+    semantic = memory.semantic
+    name = semantic.index_name()
+    dimension = semantic.embedder.embedder.dimension
+    semantic.vector.create_index(name, dimension)
+    rng = np.random.default_rng(1)
+    threads = size // PER_THREAD
+    batch: list[Message] = []
+    for t in range(threads):
+        resource = f"user{t % USERS}"
+        thread = Thread(id=f"t{t}", resource_id=resource, created_at=T0)
+        memory.storage.save_thread(thread)
+        for i in range(PER_THREAD):
+            words = " ".join(WORDS[(t * 7 + i * 3 + k) % len(WORDS)] for k in range(8))
+            batch.append(
+                Message(
+                    id=f"t{t}-m{i}",
+                    thread_id=thread.id,
+                    resource_id=resource,
+                    role="user" if i % 2 == 0 else "assistant",
+                    content=f"message {i} of thread {t}: {words}",
+                    created_at=T0 + timedelta(minutes=t * PER_THREAD + i),
+                )
+            )
+        if len(batch) >= 5000 or t == threads - 1:
+            memory.storage.save_messages(batch)
+            vectors = rng.normal(size=(len(batch), dimension)).astype(np.float32)
+            metadata = [
+                {
+                    "message_id": m.id,
+                    "thread_id": m.thread_id,
+                    "resource_id": m.resource_id,
+                    "role": m.role,
+                    "created_at": epoch_ms(m.created_at),
+                    "chunk": 0,
+                }
+                for m in batch
+            ]
+            semantic.vector.upsert(name, [m.id for m in batch], vectors, metadata)
+            memory.storage.mark_indexed([m.id for m in batch], name)
+            batch = []
+
+
+def run(size: int, queries: int, embedder: str, folder: Path) -> None:
+    url = f"libsql:///{folder / f'recall-{size}.db'}"
+    options = {"last_messages": 10, "semantic_recall": {"top_k": 4, "message_range": 1}}
+    memory = Memory(url, url, embedder, options)
+    start = time.perf_counter()
+    populate(memory, size)
+    print(f"\n== {size:,} stored messages ({embedder}) ==")
+    print(f"populate                    {time.perf_counter() - start:8.1f} s")
+    threads = size // PER_THREAD
+    probes = [
+        (f"t{(i * 37) % threads}", f"what did we say about {WORDS[i % len(WORDS)]}?")
+        for i in range(queries)
+    ]
+    memory.recall(probes[0][0], vector_search_string=probes[0][1])  # loads the vector cache
+    assert memory.semantic is not None
+    memory.semantic.embedder.embed([q for _, q in probes])  # cache every query embedding
+    excluded = []
+    for thread, query in probes:
+        start = time.perf_counter()
+        result = memory.recall(thread, vector_search_string=query)
+        excluded.append(time.perf_counter() - start)
+        assert result.hits
+    included = []
+    for n, (thread, query) in enumerate(probes):
+        start = time.perf_counter()
+        memory.recall(thread, vector_search_string=f"{query} (variant {n})")
+        included.append(time.perf_counter() - start)
+    print(f"recall, embedding excluded  {percentiles(excluded)}")
+    print(f"recall, embedding included  {percentiles(included)}")
+    memory.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--embedder", default="local/all-MiniLM-L6-v2")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in args.sizes:
+            run(size, args.queries, args.embedder, Path(tmp))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,261 @@
+"""Memory: threads, messages, recall and reindexing over one storage, vector store and embedder."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from recallstack.core.config import MemoryConfig, SemanticRecallConfig
+from recallstack.core.embedder import Embedder
+from recallstack.core.errors import InvalidInputError, NotFoundError
+from recallstack.core.message_history import MessageHistory
+from recallstack.core.messages import Message
+from recallstack.core.metadata import normalize_metadata
+from recallstack.core.records import Thread, ThreadPage
+from recallstack.core.registry import registry
+from recallstack.core.semantic_recall import Hit, SemanticRecall
+from recallstack.core.storage import Storage
+from recallstack.core.vector_store import VectorStore
+
+DEFAULT_URL = "libsql:///local.db"
+
+
+@dataclass(frozen=True)
+class SaveResult:
+    """Messages are always saved; `not_indexed` lists those whose vectors failed."""
+
+    messages: list[Message]
+    indexed: list[str] = field(default_factory=list)
+    not_indexed: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    """The history page merged with the recalled messages, chronological."""
+
+    messages: list[Message]
+    hits: list[Hit]
+    total: int
+    page: int
+    per_page: int
+    has_more: bool
+
+
+@dataclass(frozen=True)
+class ReindexResult:
+    indexed: int
+    failed: int
+    error: str | None = None
+
+
+class Memory:
+    """Long-term conversational memory.
+
+    `storage` and `vector` are objects or URLs (both default to LibSQL at
+    ./local.db); `embedder` is an `Embedder` or a `provider/model` string.
+    `options` is a `MemoryConfig` or its dict form, e.g.
+    `{"last_messages": 10, "semantic_recall": {"top_k": 4, "scope": "resource"}}`.
+    """
+
+    def __init__(
+        self,
+        storage: Storage | str | None = None,
+        vector: VectorStore | str | None = None,
+        embedder: Embedder | str | None = None,
+        options: MemoryConfig | Mapping[str, Any] | None = None,
+        *,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        self.config = MemoryConfig.model_validate(options or {})
+        self.storage = (
+            storage if isinstance(storage, Storage) else registry().storage(storage or DEFAULT_URL)
+        )
+        self.history = MessageHistory(storage=self.storage, last_messages=self.config.last_messages)
+        self.semantic: SemanticRecall | None = None
+        if embedder is None:
+            if self.config.semantic_recall:
+                raise InvalidInputError(
+                    "semantic recall needs an embedder, e.g. 'local/all-MiniLM-L6-v2'"
+                )
+            return
+        model = embedder if isinstance(embedder, Embedder) else registry().embedder(embedder)
+        store = (
+            vector
+            if isinstance(vector, VectorStore)
+            else registry().vector_store(vector or DEFAULT_URL)
+        )
+        recall = self.config.semantic_recall or SemanticRecallConfig()
+        self.semantic = SemanticRecall(
+            storage=self.storage,
+            vector=store,
+            embedder=model,
+            **recall.model_dump(exclude={"index_config"}),
+            index_config=recall.index_config,
+            logger=logger,
+        )
+
+    @property
+    def processors(self) -> list[MessageHistory | SemanticRecall]:
+        """The processors to run, in order, on input and on output."""
+        return [self.history, *([self.semantic] if self.semantic else [])]
+
+    def _recall_config(self, overrides: Mapping[str, Any] | None) -> SemanticRecallConfig | None:
+        recall = self.config.merged(overrides).semantic_recall
+        return recall or None
+
+    def _semantic(self) -> SemanticRecall:
+        if self.semantic is None:
+            raise InvalidInputError("this Memory has no embedder, so no semantic recall")
+        return self.semantic
+
+    # ---- threads ----------------------------------------------------------------
+
+    def create_thread(
+        self,
+        resource_id: str,
+        *,
+        thread_id: str | None = None,
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Thread:
+        """Create (or replace) a thread. Its metadata is copied into its messages' vectors."""
+        clean = normalize_metadata(metadata, "thread metadata")
+        return self.storage.save_thread(
+            Thread(
+                id=thread_id or str(uuid.uuid4()),
+                resource_id=resource_id,
+                title=title,
+                metadata=clean,
+            )
+        )
+
+    def get_thread(self, thread_id: str) -> Thread | None:
+        return self.storage.get_thread(thread_id)
+
+    def list_threads(self, resource_id: str, **paging: Any) -> ThreadPage:
+        return self.storage.list_threads(resource_id, **paging)
+
+    def update_thread(
+        self, thread_id: str, *, title: str | None = None, metadata: Mapping[str, Any] | None = None
+    ) -> Thread:
+        """Change a thread's title or metadata; new metadata is re-copied into its vectors."""
+        clean = None if metadata is None else normalize_metadata(metadata, "thread metadata")
+        thread = self.storage.update_thread(thread_id, title=title, metadata=clean)
+        if clean is not None and self.semantic is not None:
+            messages = self.storage.list_messages(thread_id).items
+            self.semantic.index(messages, self._recall_config(None) or self.semantic.config)
+        return thread
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete a thread, its messages, and their vectors in every index."""
+        for name in self._indexes():
+            self._semantic().vector.delete(name, filter={"thread_id": thread_id})
+        self.storage.delete_thread(thread_id)
+
+    def _indexes(self) -> list[str]:
+        """Indexes that may hold this memory's vectors: recorded ones that still exist."""
+        if self.semantic is None:
+            return []
+        recorded = {*self.storage.index_names(), self.semantic.index_name()}
+        return sorted(recorded & set(self.semantic.vector.list_indexes()))
+
+    # ---- messages ----------------------------------------------------------------
+
+    def save_messages(
+        self, messages: Sequence[Message], thread_config: Mapping[str, Any] | None = None
+    ) -> SaveResult:
+        """Save messages (storage first: this succeeds or raises), then index them."""
+        saved = self.storage.save_messages(messages)
+        recall = self._recall_config(thread_config)
+        if recall is None or self.semantic is None or not saved:
+            return SaveResult(saved)
+        report = self.semantic.index(saved, recall)
+        return SaveResult(saved, report.indexed, report.failed, report.error)
+
+    def update_messages(
+        self, messages: Sequence[Message], thread_config: Mapping[str, Any] | None = None
+    ) -> SaveResult:
+        """Replace existing messages; changed text is embedded again."""
+        known = {m.id for m in self.storage.get_messages([m.id for m in messages])}
+        missing = [m.id for m in messages if m.id not in known]
+        if missing:
+            raise NotFoundError(f"update_messages: no messages with ids {missing}")
+        return self.save_messages(messages, thread_config)
+
+    def delete_messages(self, ids: Sequence[str]) -> None:
+        """Delete messages and their vectors in every index."""
+        if not ids:
+            return
+        for name in self._indexes():
+            self._semantic().vector.delete(name, filter={"message_id": {"$in": list(ids)}})
+        self.storage.delete_messages(ids)
+
+    # ---- recall ------------------------------------------------------------------
+
+    def recall(
+        self,
+        thread_id: str,
+        resource_id: str | None = None,
+        vector_search_string: str | None = None,
+        per_page: int | None = None,
+        page: int = 0,
+        thread_config: Mapping[str, Any] | None = None,
+    ) -> RecallResult:
+        """The newest messages of the thread, plus what `vector_search_string` recalls.
+
+        Raises (unlike the processor, which fails open).
+        """
+        config = self.config.merged(thread_config)
+        thread = self.storage.get_thread(thread_id)
+        if thread is not None:
+            if resource_id not in (None, thread.resource_id):
+                raise InvalidInputError(
+                    f"thread {thread_id!r} belongs to another resource than {resource_id!r}"
+                )
+            resource_id = thread.resource_id
+        size = per_page if per_page is not None else (config.last_messages or 0)
+        history = self.storage.list_messages(
+            thread_id, resource_id=resource_id, page=page, per_page=size, order="desc"
+        )
+        messages = sorted(history.items, key=lambda m: m.sort_key)
+        hits: list[Hit] = []
+        if vector_search_string and config.semantic_recall:
+            recalled = self._semantic().recall(
+                vector_search_string,
+                thread_id,
+                resource_id,
+                config.semantic_recall,
+                exclude={m.id for m in messages},
+            )
+            hits = recalled.hits
+            messages = sorted([*messages, *recalled.messages], key=lambda m: m.sort_key)
+        return RecallResult(
+            messages=messages,
+            hits=hits,
+            total=history.total,
+            page=page,
+            per_page=size,
+            has_more=history.has_more,
+        )
+
+    def reindex(self, batch_size: int = 256) -> ReindexResult:
+        """Index every message not yet indexed under the current index name."""
+        semantic = self._semantic()
+        config = self._recall_config(None) or semantic.config
+        name = semantic.index_name(config)
+        done = 0
+        while batch := self.storage.unindexed(name, limit=batch_size):
+            report = semantic.index(batch, config)
+            done += len(report.indexed)
+            if report.failed:
+                return ReindexResult(done, len(report.failed), report.error)
+        return ReindexResult(done, 0)
+
+    def close(self) -> None:
+        self.storage.close()
+        if self.semantic is not None:
+            self.semantic.vector.close()

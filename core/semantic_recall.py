@@ -1,0 +1,306 @@
+"""SemanticRecall: embed saved messages; recall similar ones with their neighbours.
+
+Usable on its own in any agent loop (`process_input` before the model call,
+`process_output_result` after it) or through `Memory`, which builds it.
+Behaviour: ../shared/spec/semantic-recall.md §4-§7.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from recallstack.core.chunking import chunk_text
+from recallstack.core.config import MemoryConfig, MessageRange, SemanticRecallConfig
+from recallstack.core.cross_thread import render
+from recallstack.core.embedder import Embedder, index_name
+from recallstack.core.embedding_cache import CachedEmbedder
+from recallstack.core.errors import IndexNotFoundError, InvalidInputError
+from recallstack.core.filters import and_filters, parse_filter
+from recallstack.core.messages import Message
+from recallstack.core.metadata import epoch_ms, normalize_metadata
+from recallstack.core.processor import RequestContext
+from recallstack.core.records import Include, Thread
+from recallstack.core.storage import Storage
+from recallstack.core.vector_store import VectorStore
+from recallstack.core.vectors import IndexConfig
+
+RESERVED_KEYS = ("message_id", "thread_id", "resource_id", "role", "created_at", "chunk")
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A recalled message and its best score over the query's chunks."""
+
+    message_id: str
+    thread_id: str
+    score: float
+
+
+@dataclass(frozen=True)
+class IndexReport:
+    """What indexing a batch did: failures are reported, never dropped."""
+
+    indexed: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Recalled:
+    hits: list[Hit]
+    messages: list[Message]
+    """The hits and their neighbours, chronological, tagged `source="memory"`."""
+
+
+class SemanticRecall:
+    """Input and output processor `semantic-recall`."""
+
+    id = "semantic-recall"
+    name = "SemanticRecall"
+
+    def __init__(
+        self,
+        *,
+        storage: Storage,
+        vector: VectorStore,
+        embedder: Embedder | CachedEmbedder,
+        top_k: int = 4,
+        message_range: int | MessageRange | Mapping[str, int] = 1,
+        scope: Literal["thread", "resource"] = "resource",
+        threshold: float | None = None,
+        index_name: str | None = None,
+        filter: Mapping[str, Any] | None = None,
+        index_config: IndexConfig | Mapping[str, Any] | None = None,
+        logger: logging.Logger | None = None,
+        cache_size: int = 4096,
+    ) -> None:
+        self.storage = storage
+        self.vector = vector
+        self.embedder = (
+            embedder
+            if isinstance(embedder, CachedEmbedder)
+            else CachedEmbedder(embedder, cache_size)
+        )
+        self.config = SemanticRecallConfig.model_validate(
+            {
+                "top_k": top_k,
+                "message_range": message_range,
+                "scope": scope,
+                "threshold": threshold,
+                "index_name": index_name,
+                "filter": filter,
+                "index_config": index_config or IndexConfig(),
+            }
+        )
+        self.log = logger or logging.getLogger("recallstack.semantic_recall")
+        self._ready: set[str] = set()
+
+    # ---- configuration -------------------------------------------------------------
+
+    def settings(self, overrides: Mapping[str, Any] | None = None) -> SemanticRecallConfig | None:
+        """This processor's configuration with per-call overrides; None when turned off."""
+        merged = MemoryConfig(semantic_recall=self.config).merged(overrides).semantic_recall
+        return merged or None
+
+    def index_name(self, config: SemanticRecallConfig | None = None) -> str:
+        """The one index name every read and write path uses (spec §6)."""
+        explicit = (config or self.config).index_name
+        model = self.embedder.embedder
+        return explicit or index_name(model.model_id, model.dimension)
+
+    def _ensure_index(self, name: str, config: SemanticRecallConfig) -> None:
+        if name not in self._ready:
+            self.vector.create_index(
+                name, self.embedder.embedder.dimension, config=config.index_config
+            )
+            self._ready.add(name)
+
+    # ---- writing ---------------------------------------------------------------------
+
+    def index(
+        self, messages: Sequence[Message], config: SemanticRecallConfig | None = None
+    ) -> IndexReport:
+        """Embed and upsert messages (one vector per chunk), and record them as indexed.
+
+        System messages and messages without text have nothing to embed. An
+        embedder or vector store failure is logged and reported; the messages
+        stay recorded as not indexed, for `Memory.reindex()`.
+        """
+        config = config or self.config
+        name = self.index_name(config)
+        skipped = [m.id for m in messages if m.role == "system" or not m.text.strip()]
+        todo = [m for m in messages if m.role != "system" and m.text.strip()]
+        try:
+            if todo:
+                self._write(name, todo, config)
+        except Exception as exc:
+            self._ready.discard(name)
+            self.log.exception("semantic recall: indexing %d messages failed", len(todo))
+            self.storage.mark_indexed(skipped, name)
+            return IndexReport(indexed=skipped, failed=[m.id for m in todo], error=str(exc))
+        done = [*skipped, *(m.id for m in todo)]
+        self.storage.mark_indexed(done, name)
+        return IndexReport(indexed=done)
+
+    def _write(self, name: str, messages: list[Message], config: SemanticRecallConfig) -> None:
+        threads: dict[str, Thread | None] = {}
+        ids: list[str] = []
+        texts: list[str] = []
+        metadata: list[dict[str, Any]] = []
+        for m in messages:
+            if m.thread_id not in threads:
+                threads[m.thread_id] = self.storage.get_thread(m.thread_id)
+            thread = threads[m.thread_id]
+            base = normalize_metadata(thread.metadata if thread else {}, "thread metadata")
+            chunks = chunk_text(m.text, self.embedder.embedder.max_input)
+            for k, chunk in enumerate(chunks):
+                ids.append(m.id if len(chunks) == 1 else f"{m.id}#{k}")
+                texts.append(chunk)
+                metadata.append(
+                    {
+                        **base,
+                        "message_id": m.id,
+                        "thread_id": m.thread_id,
+                        "resource_id": m.resource_id or (thread.resource_id if thread else None),
+                        "role": m.role,
+                        "created_at": epoch_ms(m.created_at),
+                        "chunk": k,
+                    }
+                )
+        vectors = self.embedder.embed(texts)
+        self._ensure_index(name, config)
+        # a message saved again may now have fewer chunks: drop all its old vectors
+        self.vector.delete(name, filter={"message_id": {"$in": [m.id for m in messages]}})
+        self.vector.upsert(name, ids, vectors, metadata)
+
+    # ---- reading ---------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        thread_id: str,
+        resource_id: str | None,
+        config: SemanticRecallConfig | None = None,
+    ) -> list[Hit]:
+        """The top_k messages most similar to the query, within the scope and filter."""
+        config = config or self.config
+        if config.scope == "resource" and resource_id is None:
+            raise InvalidInputError(
+                "semantic recall with scope='resource' needs a resource_id (or use scope='thread')"
+            )
+        scope = (
+            {"resource_id": resource_id} if config.scope == "resource" else {"thread_id": thread_id}
+        )
+        combined = and_filters(parse_filter(scope), parse_filter(config.filter))
+        chunks = chunk_text(query, self.embedder.embedder.max_input)
+        if not chunks:
+            return []
+        best: dict[str, Hit] = {}
+        name = self.index_name(config)
+        for vector in self.embedder.embed(chunks):
+            try:
+                results = self.vector.query(
+                    name, vector, config.top_k, filter=combined, min_score=config.threshold
+                )
+            except IndexNotFoundError:
+                return []  # nothing was ever saved under this embedder
+            for r in results:
+                message_id = str(r.metadata["message_id"])
+                if message_id not in best or r.score > best[message_id].score:
+                    best[message_id] = Hit(message_id, str(r.metadata["thread_id"]), r.score)
+        ranked = sorted(best.values(), key=lambda h: (-h.score, h.message_id))
+        return ranked[: config.top_k]
+
+    def recall(
+        self,
+        query: str,
+        thread_id: str,
+        resource_id: str | None,
+        config: SemanticRecallConfig | None = None,
+        exclude: set[str] | frozenset[str] = frozenset(),
+    ) -> Recalled:
+        """Search, then fetch every hit's neighbours in one storage round trip."""
+        config = config or self.config
+        hits = self.search(query, thread_id, resource_id, config)
+        if not hits:
+            return Recalled([], [])
+        span = config.message_range
+        page = self.storage.list_messages(
+            thread_id,
+            resource_id=resource_id,
+            per_page=0,
+            include=[Include(id=h.message_id, before=span.before, after=span.after) for h in hits],
+        )
+        recalled = [
+            m.model_copy(update={"source": "memory"}) for m in page.items if m.id not in exclude
+        ]
+        return Recalled(hits, sorted(recalled, key=lambda m: m.sort_key))
+
+    # ---- the processor ---------------------------------------------------------------
+
+    def process_input(self, messages: list[Message], context: RequestContext) -> list[Message]:
+        """Add what the last user message recalls. Fails open: errors are logged."""
+        config = self.settings(context.config)
+        query = next((m.text for m in reversed(messages) if m.role == "user"), "")
+        if config is None or not query.strip():
+            return messages
+        try:
+            resource_id = context.resource_id
+            if resource_id is None and config.scope == "resource":
+                thread = self.storage.get_thread(context.thread_id)
+                resource_id = thread.resource_id if thread else None
+            recalled = self.recall(
+                query, context.thread_id, resource_id, config, exclude={m.id for m in messages}
+            )
+            return self._merge(messages, recalled.messages, context.thread_id)
+        except Exception:
+            self.log.exception("semantic recall failed; the input goes on unchanged")
+            return messages
+
+    def _merge(
+        self, messages: list[Message], recalled: list[Message], thread_id: str
+    ) -> list[Message]:
+        if not recalled:
+            return messages
+        same = [m for m in recalled if m.thread_id == thread_id]
+        other = [m for m in recalled if m.thread_id != thread_id]
+        system = [m for m in messages if m.role == "system"]
+        conversation = merge_chronologically([m for m in messages if m.role != "system"], same)
+        if other:
+            threads = {
+                t: thread
+                for t in dict.fromkeys(m.thread_id for m in other)
+                if (thread := self.storage.get_thread(t)) is not None
+            }
+            note = Message(
+                id=f"semantic-recall:{thread_id}",
+                thread_id=thread_id,
+                role="system",
+                content=render(other, threads),
+                source="memory",
+            )
+            system = [*system, note]
+        return [*system, *conversation]
+
+    def process_output_result(
+        self, messages: list[Message], context: RequestContext
+    ) -> list[Message]:
+        """Index the new messages (not those memory added). Failures are logged."""
+        config = self.settings(context.config)
+        if config is not None:
+            self.index([m for m in messages if m.source is None], config)
+        return messages
+
+
+def merge_chronologically(messages: list[Message], recalled: list[Message]) -> list[Message]:
+    """Insert recalled messages into a conversation by (created_at, id), keeping its order."""
+    out: list[Message] = []
+    pending = sorted(recalled, key=lambda m: m.sort_key)
+    for m in messages:
+        while pending and pending[0].sort_key < m.sort_key:
+            out.append(pending.pop(0))
+        out.append(m)
+    return [*out, *pending]

@@ -1,0 +1,105 @@
+"""The demo (the main job) and the CLI commands around the library."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from rich.console import Console
+
+from recallstack import demo
+from recallstack.cli import main
+from recallstack.core.memory import Memory
+
+
+def test_demo_recalls_the_right_messages(tmp_path: Path) -> None:
+    url = f"libsql:///{tmp_path / 'demo.db'}"
+    memory = Memory(url, url, "local/all-MiniLM-L6-v2", demo.OPTIONS)
+    with open(os.devnull, "w") as quiet:
+        outcomes = demo.run(memory, Console(file=quiet))
+    assert len(outcomes) == len(demo.conversation()["queries"]) >= 4
+    for outcome in outcomes:
+        assert outcome.top_hit == outcome.expected, outcome
+
+
+def test_demo_command_runs_offline_and_reruns_cleanly(tmp_path: Path) -> None:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "COLUMNS": "120"}
+    command = [sys.executable, "-m", "recallstack", "demo", "--db", str(tmp_path / "local.db")]
+    first = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "saved and indexed 32 messages of 4 conversations" in first.stdout
+    assert "I named the starter Gerald" in first.stdout
+    assert "<remembered_from_other_conversation>" in first.stdout
+    assert "5 of 5 recalls found the right message first." in first.stdout
+    second = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert second.stdout == first.stdout
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> tuple[CliRunner, list[str]]:
+    return CliRunner(), ["--db", str(tmp_path / "cli.db"), "--embedder", "hash/128"]
+
+
+def test_ingest_recall_threads_reindex(cli: tuple[CliRunner, list[str]], tmp_path: Path) -> None:
+    runner, common = cli
+    lines = [
+        {
+            "thread_id": "t1",
+            "resource_id": "ada",
+            "role": "user",
+            "content": "I love hiking in the Alps",
+        },
+        {"thread_id": "t1", "role": "assistant", "content": "The Alps are great in July"},
+        {
+            "thread_id": "t2",
+            "resource_id": "ada",
+            "role": "user",
+            "content": "my cat is named Miso",
+        },
+    ]
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    result = runner.invoke(main, ["ingest", *common, str(source)])
+    assert result.exit_code == 0, result.output
+    assert "saved 3 messages, indexed 3" in result.output
+
+    result = runner.invoke(
+        main, ["recall", *common, "--thread", "t2", "--query", "hiking Alps", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output)
+    assert payload["hits"][0]["thread_id"] == "t1"
+    texts = [m["content"] for m in payload["messages"]]
+    assert texts[:2] == ["I love hiking in the Alps", "The Alps are great in July"]
+
+    result = runner.invoke(main, ["recall", *common, "--thread", "t2", "--query", "hiking"])
+    assert "I love hiking in the Alps" in result.output
+
+    result = runner.invoke(main, ["threads", *common, "--resource", "ada"])
+    assert "t1" in result.output and "t2" in result.output
+
+    result = runner.invoke(main, ["reindex", *common])
+    assert result.exit_code == 0 and "indexed 0 messages" in result.output
+    switched = [*common[:2], "--embedder", "hash/64"]
+    result = runner.invoke(main, ["reindex", *switched])
+    assert "indexed 3 messages" in result.output
+
+
+def test_ingest_reports_the_bad_line(cli: tuple[CliRunner, list[str]], tmp_path: Path) -> None:
+    runner, common = cli
+    source = tmp_path / "bad.jsonl"
+    source.write_text(
+        '{"thread_id": "t", "resource_id": "r", "role": "user", "content": "ok"}\n{oops\n'
+    )
+    result = runner.invoke(main, ["ingest", *common, str(source)])
+    assert result.exit_code != 0
+    assert "line 2" in result.output
+    source.write_text('{"thread_id": "nobody", "role": "user", "content": "x"}\n')
+    result = runner.invoke(main, ["ingest", *common, str(source)])
+    assert "give resource_id" in result.output

@@ -1,0 +1,459 @@
+"""Memory end to end: every rule of semantic-recall.md, on every landed backend."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from recallstack.adapters.libsql.storage import LibSQLStorage
+from recallstack.adapters.libsql.vector import LibSQLVectorStore
+from recallstack.adapters.memory.storage import InMemoryStorage
+from recallstack.adapters.memory.vector import InMemoryVectorStore
+from recallstack.core.embedder import Embedder, index_name
+from recallstack.core.errors import InvalidInputError, NotFoundError
+from recallstack.core.memory import Memory
+from recallstack.core.messages import Message
+from recallstack.core.scores import Matrix
+from recallstack.core.storage import Storage
+from recallstack.core.vector_store import VectorStore
+from recallstack.embedders.hashing import HashEmbedder
+
+T0 = datetime(2024, 1, 15, 10, 30, tzinfo=UTC)
+RECALL = {"semantic_recall": {"top_k": 2, "message_range": 1, "scope": "resource"}}
+
+
+def make_backends(kind: str, tmp_path: Path) -> tuple[Storage, VectorStore]:
+    if kind == "memory":
+        return InMemoryStorage(), InMemoryVectorStore()
+    url = f"libsql:///{tmp_path / 'memory.db'}"
+    return LibSQLStorage(url), LibSQLVectorStore(url)
+
+
+@pytest.fixture(params=["memory", "libsql"])
+def backends(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Storage, VectorStore]:
+    return make_backends(request.param, tmp_path)
+
+
+def conversation(memory: Memory) -> None:
+    """Ada (two threads) and Bob (one thread), with lexically distinct topics."""
+    memory.create_thread(
+        "ada", thread_id="trip", title="Trip planning", metadata={"topic": "travel"}
+    )
+    memory.create_thread("ada", thread_id="cook", title="Cooking", metadata={"topic": "food"})
+    memory.create_thread("bob", thread_id="bob-1", title="Bob's thread")
+    lines = {
+        "trip": [
+            ("user", "I want to visit Lisbon in spring"),
+            ("assistant", "Lisbon in April is lovely, pack light layers"),
+            ("user", "book a hotel near the river in Lisbon"),
+            ("assistant", "I found three hotels by the Tagus river"),
+            ("user", "what about train tickets to Porto"),
+        ],
+        "cook": [
+            ("user", "my sourdough bread came out flat"),
+            ("assistant", "your starter may be weak, feed it twice a day"),
+            ("user", "how long should the dough proof overnight"),
+        ],
+        "bob-1": [
+            ("user", "Bob secret: the Lisbon hotel password is swordfish"),
+            ("assistant", "noted, Bob"),
+        ],
+    }
+    minute = 0
+    for thread, turns in lines.items():
+        memory.save_messages(
+            [
+                Message(
+                    id=f"{thread}-{i}",
+                    thread_id=thread,
+                    role=role,  # type: ignore[arg-type]
+                    content=text,
+                    created_at=T0 + timedelta(minutes=(minute := minute + 1)),
+                )
+                for i, (role, text) in enumerate(turns)
+            ]
+        )
+
+
+def memory_on(backends: tuple[Storage, VectorStore], options: Any = RECALL, **kw: Any) -> Memory:
+    storage, vector = backends
+    return Memory(storage, vector, kw.pop("embedder", HashEmbedder(384)), options, **kw)
+
+
+def ids(messages: Sequence[Message]) -> list[str]:
+    return [m.id for m in messages]
+
+
+# ---- end to end, identical on every backend ---------------------------------------------
+
+
+def recall_summary(memory: Memory) -> dict[str, Any]:
+    conversation(memory)
+    result = memory.recall("cook", vector_search_string="which hotel did we book in Lisbon")
+    return {
+        "hits": [(h.message_id, round(h.score, 4)) for h in result.hits],
+        "messages": ids(result.messages),
+        "sources": [m.source for m in result.messages],
+    }
+
+
+def test_recall_end_to_end(backends: tuple[Storage, VectorStore]) -> None:
+    summary = recall_summary(memory_on(backends))
+    # the hotel message of Ada's other thread is the best hit; Bob's never appears
+    assert summary["hits"][0][0] == "trip-2"
+    assert all(not h.startswith("bob") for h, _ in summary["hits"])
+    # the history page (3 newest of "cook") plus each hit with one neighbour either side
+    assert {"cook-0", "cook-1", "cook-2", "trip-1", "trip-2", "trip-3"} <= set(summary["messages"])
+    assert not any(m.startswith("bob") for m in summary["messages"])
+
+
+def test_every_backend_gives_identical_results(tmp_path: Path) -> None:
+    results = [
+        recall_summary(memory_on(make_backends(kind, tmp_path / kind)))
+        for kind in ("memory", "libsql")
+    ]
+    assert results[0] == results[1]
+
+
+# ---- the regressions of spec §9 --------------------------------------------------------
+
+
+def test_index_name_has_model_and_dimension_on_every_path(
+    backends: tuple[Storage, VectorStore],
+) -> None:
+    memory = memory_on(backends, embedder=HashEmbedder(384))
+    conversation(memory)
+    expected = index_name("hash-384", 384)
+    assert memory.semantic is not None
+    assert memory.semantic.index_name() == expected
+    assert backends[1].list_indexes() == [expected]
+    assert memory.recall("trip", vector_search_string="Lisbon hotel").hits
+
+
+def test_switching_embedder_never_mixes_vectors(backends: tuple[Storage, VectorStore]) -> None:
+    conversation(memory_on(backends, embedder=HashEmbedder(384)))
+    switched = memory_on(backends, embedder=HashEmbedder(128))
+    assert switched.recall("trip", vector_search_string="Lisbon hotel").hits == []
+    assert sorted(backends[1].list_indexes()) == [index_name("hash-384", 384)]
+    result = switched.reindex()
+    assert (result.indexed, result.failed) == (10, 0)
+    assert backends[1].describe_index(index_name("hash-128", 128)).count == 10
+    assert backends[1].describe_index(index_name("hash-384", 384)).count == 10
+    assert switched.recall("trip", vector_search_string="Lisbon hotel").hits
+
+
+def test_explicit_index_name_applies_everywhere(backends: tuple[Storage, VectorStore]) -> None:
+    options = {"semantic_recall": {"index_name": "my_index", "top_k": 1}}
+    memory = memory_on(backends, options)
+    conversation(memory)
+    assert backends[1].list_indexes() == ["my_index"]
+    assert memory.recall("trip", vector_search_string="Lisbon hotel").hits
+    memory.delete_thread("trip")
+    assert backends[1].describe_index("my_index").count == 5
+
+
+def test_threshold_applies_to_recall(backends: tuple[Storage, VectorStore]) -> None:
+    memory = memory_on(backends)
+    conversation(memory)
+    query = "book a hotel near the river in Lisbon"
+    loose = memory.recall("trip", vector_search_string=query).hits
+    assert loose[0].score == pytest.approx(1.0)
+    strict = memory.recall(
+        "trip", vector_search_string=query, thread_config={"semantic_recall": {"threshold": 0.99}}
+    ).hits
+    assert [h.message_id for h in strict] == ["trip-2"]
+    assert len(loose) == 2
+
+
+def test_resource_b_never_sees_resource_a(backends: tuple[Storage, VectorStore]) -> None:
+    memory = memory_on(backends, {"semantic_recall": {"top_k": 10, "message_range": 5}})
+    conversation(memory)
+    result = memory.recall("bob-1", vector_search_string="Lisbon hotel river spring sourdough")
+    assert {h.thread_id for h in result.hits} == {"bob-1"}
+    assert set(ids(result.messages)) == {"bob-1-0", "bob-1-1"}
+    ada = memory.recall("trip", vector_search_string="Bob secret password swordfish")
+    assert not any(m.startswith("bob") for m in ids(ada.messages))
+
+
+def test_thread_scope(backends: tuple[Storage, VectorStore]) -> None:
+    memory = memory_on(backends, {"semantic_recall": {"scope": "thread", "top_k": 3}})
+    conversation(memory)
+    hits = memory.recall("cook", vector_search_string="Lisbon hotel").hits
+    assert {h.thread_id for h in hits} == {"cook"}
+
+
+def test_resource_scope_needs_a_resource(backends: tuple[Storage, VectorStore]) -> None:
+    memory = memory_on(backends)
+    with pytest.raises(InvalidInputError, match="needs a resource_id"):
+        memory.recall("no-such-thread", vector_search_string="anything")
+    conversation(memory)
+    with pytest.raises(InvalidInputError, match="another resource"):
+        memory.recall("trip", resource_id="bob", vector_search_string="hotel")
+
+
+def test_filter_and_thread_metadata(backends: tuple[Storage, VectorStore]) -> None:
+    options = {"semantic_recall": {"top_k": 5, "filter": {"topic": "food"}}}
+    memory = memory_on(backends, options)
+    conversation(memory)
+    hits = memory.recall("trip", vector_search_string="Lisbon hotel bread").hits
+    assert hits and {h.thread_id for h in hits} == {"cook"}
+
+
+def test_reserved_keys_win_over_thread_metadata(backends: tuple[Storage, VectorStore]) -> None:
+    memory = memory_on(backends)
+    memory.create_thread("ada", thread_id="t", metadata={"thread_id": "evil", "role": "x", "k": 1})
+    memory.save_messages([Message(id="m", thread_id="t", role="user", content="hello there")])
+    (hit,) = backends[1].query(
+        memory.semantic.index_name(), HashEmbedder(384).embed(["hello"])[0], 1
+    )  # type: ignore[union-attr]
+    assert hit.metadata["thread_id"] == "t"
+    assert hit.metadata["role"] == "user"
+    assert hit.metadata["resource_id"] == "ada"
+    assert hit.metadata["k"] == 1
+    assert hit.metadata["created_at"] == int(hit.metadata["created_at"])
+
+
+def test_saving_twice_never_duplicates(backends: tuple[Storage, VectorStore]) -> None:
+    memory = memory_on(backends)
+    conversation(memory)
+    conversation(memory)
+    assert backends[1].describe_index(memory.semantic.index_name()).count == 10  # type: ignore[union-attr]
+
+
+def test_long_messages_are_chunked(backends: tuple[Storage, VectorStore]) -> None:
+    embedder = HashEmbedder(384)
+    embedder.max_input = 40
+    memory = memory_on(backends, embedder=embedder)
+    memory.create_thread("ada", thread_id="t")
+    long = "alpha " * 10 + "zebra crossing " + "omega " * 10
+    memory.save_messages([Message(id="long", thread_id="t", role="user", content=long)])
+    name = memory.semantic.index_name()  # type: ignore[union-attr]
+    count = backends[1].describe_index(name).count
+    assert count > 1
+    hits = memory.recall("t", vector_search_string="alpha zebra omega").hits
+    assert [h.message_id for h in hits] == ["long"]  # chunks of one message are one hit
+    memory.update_messages([Message(id="long", thread_id="t", role="user", content="short now")])
+    assert backends[1].describe_index(name).count == 1
+
+
+def test_update_re_embeds_and_delete_removes_vectors(backends: tuple[Storage, VectorStore]) -> None:
+    memory = memory_on(backends)
+    conversation(memory)
+    name = memory.semantic.index_name()  # type: ignore[union-attr]
+    memory.update_messages(
+        [
+            Message(
+                id="trip-2",
+                thread_id="trip",
+                role="user",
+                content="kayak rental on the coast",
+                created_at=T0 + timedelta(minutes=3),
+            )
+        ]
+    )
+    hits = memory.recall("trip", vector_search_string="kayak rental").hits
+    assert hits[0].message_id == "trip-2"
+    with pytest.raises(NotFoundError):
+        memory.update_messages([Message(id="ghost", thread_id="trip", role="user", content="x")])
+    memory.delete_messages(["trip-2", "trip-3"])
+    assert backends[1].describe_index(name).count == 8
+    memory.delete_thread("cook")
+    assert backends[1].describe_index(name).count == 5
+    assert memory.get_thread("cook") is None
+
+
+def test_deleting_reaches_vectors_of_an_old_embedder(backends: tuple[Storage, VectorStore]) -> None:
+    conversation(memory_on(backends, embedder=HashEmbedder(384)))
+    switched = memory_on(backends, embedder=HashEmbedder(128))
+    switched.delete_thread("trip")
+    assert backends[1].describe_index(index_name("hash-384", 384)).count == 5
+
+
+def test_update_thread_metadata_reaches_vectors(backends: tuple[Storage, VectorStore]) -> None:
+    memory = memory_on(backends, {"semantic_recall": {"top_k": 5, "filter": {"topic": "boats"}}})
+    conversation(memory)
+    assert memory.recall("trip", vector_search_string="Lisbon").hits == []
+    memory.update_thread("trip", metadata={"topic": "boats"})
+    assert {h.thread_id for h in memory.recall("trip", vector_search_string="Lisbon").hits} == {
+        "trip"
+    }
+
+
+def test_bad_thread_metadata_is_refused_before_writing(
+    backends: tuple[Storage, VectorStore],
+) -> None:
+    memory = memory_on(backends)
+    with pytest.raises(InvalidInputError, match="thread metadata"):
+        memory.create_thread("ada", thread_id="t", metadata={"a.b": 1})
+    assert memory.get_thread("t") is None
+
+
+def test_pagination(backends: tuple[Storage, VectorStore]) -> None:
+    memory = memory_on(backends, {"last_messages": 2})
+    conversation(memory)
+    newest = memory.recall("trip")
+    assert ids(newest.messages) == ["trip-3", "trip-4"]
+    assert (newest.total, newest.per_page, newest.has_more) == (5, 2, True)
+    older = memory.recall("trip", page=1)
+    assert ids(older.messages) == ["trip-1", "trip-2"]
+    assert ids(memory.recall("trip", per_page=10).messages) == [f"trip-{i}" for i in range(5)]
+    assert memory.recall("trip", thread_config={"last_messages": False}).messages == []
+
+
+# ---- reliability: storage first, failures reported and repaired ---------------------------
+
+
+class Flaky(Embedder):
+    """An embedder that fails while `broken` is set (fault injection, not the thing tested)."""
+
+    def __init__(self) -> None:
+        self.inner = HashEmbedder(384)
+        self.model_id, self.dimension = self.inner.model_id, self.inner.dimension
+        self.broken = True
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        if self.broken:
+            raise ConnectionError("embedding service unavailable")
+        return self.inner.embed(texts)
+
+
+def test_embedder_failure_keeps_messages_and_reindex_repairs(
+    backends: tuple[Storage, VectorStore], caplog: pytest.LogCaptureFixture
+) -> None:
+    flaky = Flaky()
+    memory = memory_on(backends, embedder=flaky)
+    memory.create_thread("ada", thread_id="t")
+    batch = [Message(id=f"m{i}", thread_id="t", role="user", content=f"note {i}") for i in range(3)]
+    with caplog.at_level(logging.ERROR):
+        result = memory.save_messages(batch)
+    assert result.not_indexed == ["m0", "m1", "m2"]
+    assert "embedding service unavailable" in (result.error or "")
+    assert "indexing 3 messages failed" in caplog.text
+    assert ids(memory.recall("t", per_page=10).messages) == ["m0", "m1", "m2"]
+    assert memory.reindex().failed == 3
+    flaky.broken = False
+    assert memory.reindex().indexed == 3
+    assert memory.reindex().indexed == 0
+    assert memory.recall("t", vector_search_string="note 1").hits[0].message_id == "m1"
+
+
+class BrokenUpserts(InMemoryVectorStore):
+    """A reference store whose upserts fail while `broken` is set (fault injection)."""
+
+    broken = True
+
+    def upsert(self, *args: Any, **kwargs: Any) -> list[str]:
+        if self.broken:
+            raise TimeoutError("vector store timed out")
+        return super().upsert(*args, **kwargs)
+
+
+def test_vector_failure_keeps_messages_and_reindex_repairs() -> None:
+    store = BrokenUpserts()
+    memory = Memory(InMemoryStorage(), store, HashEmbedder(64), RECALL)
+    memory.create_thread("ada", thread_id="t")
+    result = memory.save_messages(
+        [
+            Message(id="a", thread_id="t", role="user", content="first"),
+            Message(id="s", thread_id="t", role="system", content="be brief"),
+        ]
+    )
+    assert (result.not_indexed, result.indexed) == (["a"], ["s"])
+    assert "timed out" in (result.error or "")
+    store.broken = False
+    assert memory.reindex().indexed == 1
+    assert store.describe_index(memory.semantic.index_name()).count == 1  # type: ignore[union-attr]
+
+
+def test_semantic_recall_needs_an_embedder() -> None:
+    with pytest.raises(InvalidInputError, match="needs an embedder"):
+        Memory(InMemoryStorage(), InMemoryVectorStore(), None, RECALL)
+
+
+def test_backends_by_url() -> None:
+    memory = Memory("memory://", "memory://", "hash/64", RECALL)
+    conversation(memory)
+    assert memory.recall("trip", vector_search_string="Lisbon hotel").hits
+
+
+# ---- speed: calls counted on the real reference backend -------------------------------
+
+
+class CountingStorage(InMemoryStorage):
+    def __init__(self) -> None:
+        super().__init__()
+        self.listings = 0
+
+    def list_messages(self, *args: Any, **kwargs: Any) -> Any:
+        self.listings += 1
+        return super().list_messages(*args, **kwargs)
+
+
+class CountingVectors(InMemoryVectorStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.queries = 0
+
+    def query(self, *args: Any, **kwargs: Any) -> Any:
+        self.queries += 1
+        return super().query(*args, **kwargs)
+
+
+@pytest.fixture
+def counted() -> Iterator[tuple[Memory, CountingStorage, CountingVectors]]:
+    storage, vectors = CountingStorage(), CountingVectors()
+    yield (
+        Memory(storage, vectors, HashEmbedder(64), {"semantic_recall": {"top_k": 4}}),
+        storage,
+        vectors,
+    )
+
+
+def test_one_embedder_call_per_batch_and_a_cache(
+    counted: tuple[Memory, CountingStorage, CountingVectors],
+) -> None:
+    memory, _, _ = counted
+    memory.create_thread("ada", thread_id="t")
+    batch = [
+        Message(id=f"m{i}", thread_id="t", role="user", content=f"text {i}") for i in range(50)
+    ]
+    semantic = memory.semantic
+    assert semantic is not None
+    memory.save_messages(batch)
+    assert semantic.embedder.calls == 1
+    memory.save_messages(batch)  # same texts: all from the cache
+    assert semantic.embedder.calls == 1
+    small = semantic.embedder.embedder
+    small.batch_size = 20
+    memory.save_messages([m.model_copy(update={"content": f"new {m.id}"}) for m in batch])
+    assert semantic.embedder.calls == 1 + 3  # 50 new texts in batches of 20
+
+
+def test_one_query_per_chunk_and_one_storage_trip(
+    counted: tuple[Memory, CountingStorage, CountingVectors],
+) -> None:
+    memory, storage, vectors = counted
+    conversation(memory)
+    storage.listings = vectors.queries = 0
+    memory.semantic.recall("Lisbon hotel", "trip", "ada")  # type: ignore[union-attr]
+    assert (vectors.queries, storage.listings) == (1, 1)
+    memory.semantic.embedder.embedder.max_input = 10  # type: ignore[union-attr]
+    memory.semantic.recall("Lisbon hotel by the river", "trip", "ada")  # type: ignore[union-attr]
+    assert vectors.queries == 1 + 3  # three query chunks
+    assert storage.listings == 2
+
+
+def test_no_query_no_embedder_call(
+    counted: tuple[Memory, CountingStorage, CountingVectors],
+) -> None:
+    memory, _, vectors = counted
+    conversation(memory)
+    calls = memory.semantic.embedder.calls  # type: ignore[union-attr]
+    memory.recall("trip")
+    assert memory.semantic.embedder.calls == calls  # type: ignore[union-attr]
+    assert vectors.queries == 0
