@@ -20,7 +20,8 @@ from pathlib import Path
 import libsql
 import numpy as np
 
-from recallstack.adapters.libsql.vector import LibSQLVectorStore, table_name
+from recallstack.adapters.libsql.vector import LibSQLVectorStore
+from recallstack.core.table_names import table_name
 
 DIM = 384
 RESOURCES = 100

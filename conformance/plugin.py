@@ -215,7 +215,7 @@ def _label(request: pytest.FixtureRequest, target: Any, approximate: bool = Fals
 def vector_store(request: pytest.FixtureRequest, vector_target: Any) -> Iterator[Any]:
     """The backend's vector store, one per target and session."""
     suite = _suite(request)
-    store = suite.registry.vector_store(suite.url(vector_target))
+    store = suite.registry.vector_store(suite.url(vector_target), **vector_target.options)
     yield store
     store.close()
 
@@ -224,7 +224,7 @@ def vector_store(request: pytest.FixtureRequest, vector_target: Any) -> Iterator
 def storage(request: pytest.FixtureRequest, storage_target: Any) -> Iterator[Any]:
     """The backend's storage, one per target and session."""
     suite = _suite(request)
-    store = suite.registry.storage(suite.url(storage_target))
+    store = suite.registry.storage(suite.url(storage_target), **storage_target.options)
     yield store
     store.close()
 

@@ -132,7 +132,7 @@ def assert_same(
     got_ids = [r.id for r in got]
     expected_ids = [r.id for r in expected]
     if not exact:
-        found = len(set(got_ids) & set(expected_ids)) / max(len(expected_ids), 1)
+        found = len(set(got_ids) & set(expected_ids)) / len(expected_ids) if expected_ids else 1.0
         assert found >= RECALL_TOLERANCE, (
             f"{what}: recall {found:.2f} < {RECALL_TOLERANCE}; "
             f"got {got_ids}, expected {expected_ids}"

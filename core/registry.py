@@ -62,6 +62,8 @@ class ConformanceTarget:
     """Yields a URL for a fresh, empty instance; cleans up on exit."""
     mode: str = "default"
     """Which way of running the backend this is (in process, server, ...)."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """Keyword options for the backend's factory in this mode."""
     stand_in: str | None = None
     """Set when the instance is a stand-in, not the real engine."""
     plugin: str = ""

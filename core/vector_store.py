@@ -47,7 +47,8 @@ class VectorStore(ABC):
     """An index-of-vectors backend. Subclasses set `backend` and `capabilities`."""
 
     backend: ClassVar[str]
-    capabilities: ClassVar[Capabilities] = Capabilities()
+    capabilities: Capabilities = Capabilities()
+    """What this store honours; a store may narrow it per instance (per mode)."""
 
     # ---- public, validated API ------------------------------------------------
 

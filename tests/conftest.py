@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -51,3 +54,25 @@ def _visible(path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.syspath_prepend(str(path))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(path), *sys.path]))
     return path
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    """One private Postgres + pgvector for the session (or $RECALLSTACK_PG_URL)."""
+    from recallstack.adapters.pg import server
+
+    with server() as url:
+        yield url
+
+
+@pytest.fixture
+def pg_url(pg_server: str) -> Iterator[str]:
+    """A fresh, empty database on the session's server, dropped afterwards."""
+    import psycopg
+
+    name = f"test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    yield urlsplit(pg_server)._replace(path=f"/{name}").geturl()
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")

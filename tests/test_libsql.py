@@ -13,11 +13,12 @@ import pytest
 from recallstack.adapters.libsql.database import Database, Location, parse_url
 from recallstack.adapters.libsql.sql_filters import decode_key, encode_key
 from recallstack.adapters.libsql.storage import MIGRATIONS, LibSQLStorage
-from recallstack.adapters.libsql.vector import LibSQLVectorStore, table_name
+from recallstack.adapters.libsql.vector import LibSQLVectorStore
 from recallstack.core.errors import InvalidInputError
 from recallstack.core.messages import Message
 from recallstack.core.records import Thread
 from recallstack.core.registry import registry
+from recallstack.core.table_names import table_name
 
 
 @pytest.mark.parametrize(

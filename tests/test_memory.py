@@ -27,16 +27,27 @@ T0 = datetime(2024, 1, 15, 10, 30, tzinfo=UTC)
 RECALL = {"semantic_recall": {"top_k": 2, "message_range": 1, "scope": "resource"}}
 
 
-def make_backends(kind: str, tmp_path: Path) -> tuple[Storage, VectorStore]:
+BACKENDS = ["memory", "libsql", "pg"]
+
+
+def make_backends(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> tuple[Storage, VectorStore]:
     if kind == "memory":
         return InMemoryStorage(), InMemoryVectorStore()
+    if kind == "pg":
+        from recallstack.adapters.pg.storage import PgStorage
+        from recallstack.adapters.pg.vector import PgVectorStore
+
+        url = request.getfixturevalue("pg_url")
+        return PgStorage(url), PgVectorStore(url)
     url = f"libsql:///{tmp_path / 'memory.db'}"
     return LibSQLStorage(url), LibSQLVectorStore(url)
 
 
-@pytest.fixture(params=["memory", "libsql"])
+@pytest.fixture(params=BACKENDS)
 def backends(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Storage, VectorStore]:
-    return make_backends(request.param, tmp_path)
+    return make_backends(request.param, request, tmp_path)
 
 
 def conversation(memory: Memory) -> None:
@@ -112,12 +123,14 @@ def test_recall_end_to_end(backends: tuple[Storage, VectorStore]) -> None:
     assert not any(m.startswith("bob") for m in summary["messages"])
 
 
-def test_every_backend_gives_identical_results(tmp_path: Path) -> None:
+def test_every_backend_gives_identical_results(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
     results = [
-        recall_summary(memory_on(make_backends(kind, tmp_path / kind)))
-        for kind in ("memory", "libsql")
+        recall_summary(memory_on(make_backends(kind, request, tmp_path / kind)))
+        for kind in BACKENDS
     ]
-    assert results[0] == results[1]
+    assert results[0] == results[1] == results[2]
 
 
 # ---- the regressions of spec §9 --------------------------------------------------------

@@ -16,9 +16,7 @@ the exact path, so they never return fewer than top_k matching rows.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -38,21 +36,12 @@ from recallstack.core.errors import UnsupportedFeatureError
 from recallstack.core.filters import Node
 from recallstack.core.metadata import Metadata
 from recallstack.core.scores import Matrix, best, row_norms, score
+from recallstack.core.table_names import table_name
 from recallstack.core.vector_store import VectorBatch, VectorStore
 from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult
 
 CATALOG = "recallstack_vector_indexes"
 _ANN_METRICS: dict[Metric, str] = {"cosine": "cosine", "euclidean": "l2"}
-
-
-def table_name(index: str) -> str:
-    """The physical table of a logical index: `rsv_<slug>_<hash>`, always a valid name.
-
-    The slug is the name lowercased with runs outside [a-z0-9] turned into `_`,
-    cut to 40 characters; the hash (10 hex of SHA-1) keeps distinct names apart.
-    """
-    slug = re.sub(r"[^a-z0-9]+", "_", index.lower())[:40]
-    return f"rsv_{slug}_{hashlib.sha1(index.encode()).hexdigest()[:10]}"
 
 
 def _catalog(db: Database) -> None:

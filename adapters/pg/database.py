@@ -1,0 +1,109 @@
+"""A psycopg connection pool with pgvector registered, and schema versions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from recallstack.core.errors import BackendError
+
+Migration = Callable[[Any], None]
+"""A migration runs statements on the cursor it is given, inside a transaction."""
+
+
+class Database:
+    """Connections from a pool (yours, or one made from the URL) with pgvector ready."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool: Any = None,
+        min_size: int = 1,
+        max_size: int = 8,
+        vector: bool = True,
+    ) -> None:
+        import psycopg
+        from psycopg_pool import ConnectionPool
+
+        if vector:
+            _ensure_extension(url)
+        if pool is None:
+            configure = _register_vector if vector else None
+            pool = ConnectionPool(
+                url.replace("postgres://", "postgresql://", 1),
+                min_size=min_size,
+                max_size=max_size,
+                kwargs={"autocommit": True},
+                configure=configure,
+                open=True,
+            )
+        self.pool = pool
+        self.errors = (psycopg.Error,)
+
+    @contextmanager
+    def cursor(self, transaction: bool = False) -> Iterator[Any]:
+        """A cursor; with `transaction=True` everything in the block commits together."""
+        try:
+            with self.pool.connection() as conn:
+                if transaction:
+                    with conn.transaction(), conn.cursor() as cur:
+                        yield cur
+                else:
+                    with conn.cursor() as cur:
+                        yield cur
+        except self.errors as exc:
+            raise BackendError(f"postgres: {exc}") from exc
+
+    def query(self, sql: Any, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
+        with self.cursor() as cur:
+            cur.execute(sql, params)
+            return cur.fetchall() if cur.description else []
+
+    def migrate(self, component: str, migrations: Sequence[Migration]) -> None:
+        """Run the migrations `component` has not had yet, under an advisory lock."""
+        with self.cursor(transaction=True) as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(hashtext('recallstack_schema'))")
+            cur.execute(
+                "CREATE TABLE IF NOT EXISTS recallstack_schema "
+                "(component text PRIMARY KEY, version integer NOT NULL)"
+            )
+            cur.execute("SELECT version FROM recallstack_schema WHERE component = %s", (component,))
+            row = cur.fetchone()
+            current = row[0] if row else 0
+            for version, migration in enumerate(migrations, start=1):
+                if version > current:
+                    migration(cur)
+            cur.execute(
+                "INSERT INTO recallstack_schema VALUES (%s, %s) "
+                "ON CONFLICT (component) DO UPDATE SET version = excluded.version",
+                (component, len(migrations)),
+            )
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def _ensure_extension(url: str) -> None:
+    import psycopg
+
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            installed = conn.execute(
+                "SELECT 1 FROM pg_extension WHERE extname = 'vector'"
+            ).fetchone()
+            if installed is None:
+                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    except psycopg.Error as exc:
+        raise BackendError(
+            "postgres: the pgvector extension is not installed and could not be created "
+            f"({exc}); install pgvector on the server or ask an administrator to run "
+            "CREATE EXTENSION vector"
+        ) from exc
+
+
+def _register_vector(conn: Any) -> None:
+    from pgvector.psycopg import register_vector
+
+    register_vector(conn)

@@ -1,0 +1,83 @@
+"""Filters compiled to Postgres SQL over a `jsonb` metadata column.
+
+Equality is jsonb containment (`metadata @> {"a": {"b": v}}`, and `[v]` for
+list fields), which the GIN index serves; ranges unnest the field and compare
+numbers as numeric and strings under the "C" collation (code-point order).
+Every key path and value is a bound parameter. Conditions are never NULL, so
+`NOT` is the exact complement.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from recallstack.core.filters import Condition, Logical, Node, Not
+from recallstack.core.metadata import Scalar
+
+_RANGE = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+
+
+def compile_filter(node: Node) -> tuple[str, list[Any]]:
+    """SQL over the `metadata` column for a parsed filter, and its parameters."""
+    params: list[Any] = []
+    return _node(node, params), params
+
+
+def _node(node: Node, params: list[Any]) -> str:
+    if isinstance(node, Not):
+        return f"NOT ({_node(node.child, params)})"
+    if isinstance(node, Logical):
+        parts = [_node(c, params) for c in node.children]
+        if node.op == "$and":
+            return "(" + " AND ".join(parts) + ")"
+        joined = "(" + " OR ".join(parts) + ")"
+        return joined if node.op == "$or" else f"NOT {joined}"
+    return _condition(node, params)
+
+
+def _condition(c: Condition, params: list[Any]) -> str:
+    if c.op == "$exists":
+        params.append(list(c.path))
+        return f"(metadata #> %s) IS {'NOT ' if c.value else ''}NULL"
+    if c.op in ("$eq", "$ne"):
+        sql = _equals(c.path, c.value, params)
+        return sql if c.op == "$eq" else f"NOT {sql}"
+    if c.op in ("$in", "$nin", "$all"):
+        if not c.value:
+            return "TRUE" if c.op == "$nin" else "FALSE"
+        parts = [_equals(c.path, v, params) for v in c.value]
+        joined = "(" + (" AND " if c.op == "$all" else " OR ").join(parts) + ")"
+        return f"NOT {joined}" if c.op == "$nin" else joined
+    return _compare(c.path, _RANGE[c.op], c.value, params)
+
+
+def _nest(path: tuple[str, ...], value: Any) -> Any:
+    for key in reversed(path):
+        value = {key: value}
+    return value
+
+
+def _equals(path: tuple[str, ...], value: Scalar, params: list[Any]) -> str:
+    """Field equals value or is a list containing it; None also matches a missing field."""
+    from psycopg.types.json import Jsonb
+
+    params += [Jsonb(_nest(path, value)), Jsonb(_nest(path, [value]))]
+    sql = "(metadata @> %s OR metadata @> %s"
+    if value is None:
+        params.append(list(path))
+        sql += " OR (metadata #> %s) IS NULL"
+    return sql + ")"
+
+
+def _compare(path: tuple[str, ...], op: str, value: Scalar, params: list[Any]) -> str:
+    params.append(list(path))
+    if isinstance(value, str):
+        test = f"jsonb_typeof(e) = 'string' AND (e #>> '{{}}') COLLATE \"C\" {op} %s"
+    else:
+        test = f"jsonb_typeof(e) = 'number' AND (e #>> '{{}}')::numeric {op} %s"
+    params.append(value)
+    return (
+        "EXISTS (SELECT 1 FROM (SELECT metadata #> %s AS v) f, "
+        "jsonb_array_elements(CASE jsonb_typeof(f.v) WHEN 'array' THEN f.v "
+        f"ELSE jsonb_build_array(f.v) END) e WHERE {test})"
+    )

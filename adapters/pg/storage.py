@@ -1,0 +1,328 @@
+"""Postgres storage: threads, messages and resources, with the indexes the reads need."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from recallstack.adapters.pg.database import Database
+from recallstack.core.messages import Message
+from recallstack.core.records import Include, MessagePage, Resource, Thread, ThreadPage
+from recallstack.core.storage import Order, Storage, ThreadOrderBy
+
+COLUMNS = "id, thread_id, resource_id, role, content, created_at, metadata"
+
+
+def _v1(cur: Any) -> None:
+    cur.execute(
+        'CREATE TABLE recallstack_resources (id text COLLATE "C" PRIMARY KEY, '
+        "metadata jsonb NOT NULL, "
+        "created_at timestamptz NOT NULL, updated_at timestamptz NOT NULL)"
+    )
+    cur.execute(
+        'CREATE TABLE recallstack_threads (id text COLLATE "C" PRIMARY KEY, '
+        'resource_id text COLLATE "C" NOT NULL, '
+        "title text, metadata jsonb NOT NULL, created_at timestamptz NOT NULL, "
+        "updated_at timestamptz NOT NULL)"
+    )
+    cur.execute(
+        'CREATE TABLE recallstack_messages (id text COLLATE "C" PRIMARY KEY, '
+        'thread_id text COLLATE "C" NOT NULL, resource_id text COLLATE "C", '
+        "role text NOT NULL, content jsonb NOT NULL, "
+        "created_at timestamptz NOT NULL, metadata jsonb)"
+    )
+    cur.execute(
+        "CREATE INDEX recallstack_messages_thread ON recallstack_messages "
+        "(thread_id, created_at, id)"
+    )
+    cur.execute("CREATE INDEX recallstack_messages_resource ON recallstack_messages (resource_id)")
+    cur.execute(
+        "CREATE INDEX recallstack_threads_resource ON recallstack_threads "
+        "(resource_id, created_at, id)"
+    )
+    cur.execute(
+        "CREATE TABLE recallstack_message_index (message_id text NOT NULL, "
+        "index_name text NOT NULL, PRIMARY KEY (message_id, index_name))"
+    )
+    cur.execute(
+        "CREATE INDEX recallstack_message_index_name ON recallstack_message_index "
+        "(index_name, message_id)"
+    )
+
+
+def _v2(cur: Any) -> None:
+    """Listing a resource's threads by their last update."""
+    cur.execute(
+        "CREATE INDEX recallstack_threads_updated ON recallstack_threads "
+        "(resource_id, updated_at, id)"
+    )
+
+
+MIGRATIONS = [_v1, _v2]
+
+
+def _json(value: Any) -> Any:
+    from psycopg.types.json import Jsonb
+
+    return None if value is None else Jsonb(value)
+
+
+def _thread(row: tuple[Any, ...]) -> Thread:
+    id_, resource, title, metadata, created, updated = row
+    return Thread(
+        id=id_,
+        resource_id=resource,
+        title=title,
+        metadata=metadata,
+        created_at=created,
+        updated_at=updated,
+    )
+
+
+def _message(row: tuple[Any, ...]) -> Message:
+    id_, thread, resource, role, content, created, metadata = row
+    return Message(
+        id=id_,
+        thread_id=thread,
+        resource_id=resource,
+        role=role,
+        content=content,
+        created_at=created,
+        metadata=metadata,
+    )
+
+
+class PgStorage(Storage):
+    backend = "pg"
+
+    def __init__(self, url: str, **options: Any) -> None:
+        self.db = Database(url, vector=False, **options)
+        self.db.migrate("storage", MIGRATIONS)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def _get_resource(self, resource_id: str) -> Resource | None:
+        rows = self.db.query(
+            "SELECT id, metadata, created_at, updated_at FROM recallstack_resources WHERE id = %s",
+            (resource_id,),
+        )
+        if not rows:
+            return None
+        id_, metadata, created, updated = rows[0]
+        return Resource(id=id_, metadata=metadata, created_at=created, updated_at=updated)
+
+    def _save_resource(self, resource: Resource) -> Resource:
+        self.db.query(
+            "INSERT INTO recallstack_resources VALUES (%s, %s, %s, %s) ON CONFLICT (id) DO UPDATE "
+            "SET metadata = excluded.metadata, created_at = excluded.created_at, "
+            "updated_at = excluded.updated_at",
+            (resource.id, _json(resource.metadata), resource.created_at, resource.updated_at),
+        )
+        return resource
+
+    def _save_thread(self, thread: Thread) -> Thread:
+        self.db.query(
+            "INSERT INTO recallstack_threads VALUES (%s, %s, %s, %s, %s, %s) "
+            "ON CONFLICT (id) DO UPDATE SET resource_id = excluded.resource_id, "
+            "title = excluded.title, metadata = excluded.metadata, "
+            "created_at = excluded.created_at, updated_at = excluded.updated_at",
+            (
+                thread.id,
+                thread.resource_id,
+                thread.title,
+                _json(thread.metadata),
+                thread.created_at,
+                thread.updated_at,
+            ),
+        )
+        return thread
+
+    def _get_thread(self, thread_id: str) -> Thread | None:
+        rows = self.db.query(
+            "SELECT id, resource_id, title, metadata, created_at, updated_at "
+            "FROM recallstack_threads WHERE id = %s",
+            (thread_id,),
+        )
+        return _thread(rows[0]) if rows else None
+
+    def _delete_thread(self, thread_id: str) -> None:
+        with self.db.cursor(transaction=True) as cur:
+            cur.execute(
+                "DELETE FROM recallstack_message_index WHERE message_id IN "
+                "(SELECT id FROM recallstack_messages WHERE thread_id = %s)",
+                (thread_id,),
+            )
+            cur.execute("DELETE FROM recallstack_messages WHERE thread_id = %s", (thread_id,))
+            cur.execute("DELETE FROM recallstack_threads WHERE id = %s", (thread_id,))
+
+    def _list_threads(
+        self,
+        resource_id: str,
+        page: int,
+        per_page: int | None,
+        order_by: ThreadOrderBy,
+        order: Order,
+    ) -> ThreadPage:
+        direction = "DESC" if order == "desc" else "ASC"
+        limit = None if per_page is None else per_page
+        offset = 0 if per_page is None else page * per_page
+        rows = []
+        if not (per_page is None and page > 0):
+            rows = self.db.query(
+                "SELECT id, resource_id, title, metadata, created_at, updated_at "
+                f"FROM recallstack_threads WHERE resource_id = %s "
+                f"ORDER BY {order_by} {direction}, id {direction} LIMIT %s OFFSET %s",
+                (resource_id, limit, offset),
+            )
+        ((total,),) = self.db.query(
+            "SELECT count(*) FROM recallstack_threads WHERE resource_id = %s", (resource_id,)
+        )
+        return ThreadPage(
+            items=[_thread(r) for r in rows],
+            total=total,
+            page=page,
+            per_page=per_page,
+            has_more=per_page is not None and offset + per_page < total,
+        )
+
+    def _save_messages(self, messages: list[Message]) -> None:
+        rows = [
+            (
+                m.id,
+                m.thread_id,
+                m.resource_id,
+                m.role,
+                _json(m.model_dump(mode="json")["content"]),
+                m.created_at,
+                _json(m.metadata),
+            )
+            for m in messages
+        ]
+        with self.db.cursor(transaction=True) as cur:
+            cur.executemany(
+                f"INSERT INTO recallstack_messages ({COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (id) DO UPDATE SET thread_id = excluded.thread_id, "
+                "resource_id = excluded.resource_id, role = excluded.role, "
+                "content = excluded.content, created_at = excluded.created_at, "
+                "metadata = excluded.metadata",
+                rows,
+            )
+            cur.execute(
+                "DELETE FROM recallstack_message_index WHERE message_id = ANY(%s)",
+                ([m.id for m in messages],),
+            )
+
+    def _get_messages(self, ids: list[str]) -> list[Message]:
+        rows = self.db.query(
+            f"SELECT {COLUMNS} FROM recallstack_messages WHERE id = ANY(%s)", (ids,)
+        )
+        return [_message(r) for r in rows]
+
+    def _list_messages(
+        self,
+        thread_id: str,
+        resource_id: str | None,
+        page: int,
+        per_page: int | None,
+        order: Order,
+        start: datetime | None,
+        end: datetime | None,
+        include: list[Include],
+    ) -> MessagePage:
+        where = (
+            "thread_id = %(thread)s AND (%(resource)s::text IS NULL OR resource_id = %(resource)s) "
+            "AND (%(start)s::timestamptz IS NULL OR created_at >= %(start)s) "
+            "AND (%(end)s::timestamptz IS NULL OR created_at <= %(end)s)"
+        )
+        params: dict[str, Any] = {
+            "thread": thread_id,
+            "resource": resource_id,
+            "start": start,
+            "end": end,
+        }
+        ((total,),) = self.db.query(
+            f"SELECT count(*) FROM recallstack_messages WHERE {where}", params
+        )
+        direction = "DESC" if order == "desc" else "ASC"
+        chosen: dict[str, Message] = {}
+        if per_page != 0 and not (per_page is None and page > 0):
+            rows = self.db.query(
+                f"SELECT {COLUMNS} FROM recallstack_messages WHERE {where} "
+                f"ORDER BY created_at {direction}, id {direction} "
+                "LIMIT %(limit)s OFFSET %(offset)s",
+                {
+                    **params,
+                    "limit": per_page,
+                    "offset": 0 if per_page is None else page * per_page,
+                },
+            )
+            chosen = {r[0]: _message(r) for r in rows}
+        if include:
+            for m in self._windows(include, resource_id):
+                chosen.setdefault(m.id, m)
+        messages = sorted(chosen.values(), key=lambda m: m.sort_key, reverse=order == "desc")
+        has_more = per_page is not None and per_page > 0 and (page + 1) * per_page < total
+        return MessagePage(
+            items=messages, total=total, page=page, per_page=per_page, has_more=has_more
+        )
+
+    def _windows(self, include: list[Include], resource_id: str | None) -> list[Message]:
+        """All include windows in one statement: LATERAL cursor queries on the thread index."""
+        m_columns = ", ".join(f"m.{c}" for c in COLUMNS.split(", "))
+        rows = self.db.query(
+            f"""
+            WITH targets AS (
+                SELECT t.id, t.thread_id, t.created_at, i.before, i.after
+                FROM unnest(%(ids)s::text[], %(before)s::int[], %(after)s::int[])
+                     AS i(id, before, after)
+                JOIN recallstack_messages t ON t.id = i.id
+                WHERE %(resource)s::text IS NULL OR t.resource_id = %(resource)s
+            )
+            SELECT {m_columns} FROM targets x JOIN recallstack_messages m ON m.id = x.id
+            UNION
+            SELECT b.* FROM targets x CROSS JOIN LATERAL (
+                SELECT {m_columns} FROM recallstack_messages m
+                WHERE m.thread_id = x.thread_id AND (m.created_at, m.id) < (x.created_at, x.id)
+                ORDER BY m.created_at DESC, m.id DESC LIMIT x.before) b
+            UNION
+            SELECT a.* FROM targets x CROSS JOIN LATERAL (
+                SELECT {m_columns} FROM recallstack_messages m
+                WHERE m.thread_id = x.thread_id AND (m.created_at, m.id) > (x.created_at, x.id)
+                ORDER BY m.created_at, m.id LIMIT x.after) a
+            """,
+            {
+                "ids": [i.id for i in include],
+                "before": [i.before for i in include],
+                "after": [i.after for i in include],
+                "resource": resource_id,
+            },
+        )
+        return [_message(r) for r in rows]
+
+    def _delete_messages(self, ids: list[str]) -> None:
+        with self.db.cursor(transaction=True) as cur:
+            cur.execute("DELETE FROM recallstack_messages WHERE id = ANY(%s)", (ids,))
+            cur.execute("DELETE FROM recallstack_message_index WHERE message_id = ANY(%s)", (ids,))
+
+    def _mark_indexed(self, message_ids: list[str], index_name: str) -> None:
+        self.db.query(
+            "INSERT INTO recallstack_message_index SELECT unnest(%s::text[]), %s "
+            "ON CONFLICT DO NOTHING",
+            (message_ids, index_name),
+        )
+
+    def _unindexed(self, index_name: str, limit: int) -> list[Message]:
+        rows = self.db.query(
+            f"SELECT {COLUMNS} FROM recallstack_messages m WHERE NOT EXISTS "
+            "(SELECT 1 FROM recallstack_message_index x "
+            "WHERE x.index_name = %s AND x.message_id = m.id) "
+            "ORDER BY created_at, id LIMIT %s",
+            (index_name, limit),
+        )
+        return [_message(r) for r in rows]
+
+    def _index_names(self) -> list[str]:
+        return [
+            r[0] for r in self.db.query("SELECT DISTINCT index_name FROM recallstack_message_index")
+        ]

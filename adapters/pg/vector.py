@@ -1,0 +1,339 @@
+"""Postgres + pgvector vector store: one table per index, HNSW or IVFFlat or exact.
+
+Each index is a table (id, vector(d), jsonb metadata) with a GIN index on the
+metadata. Search: with `search="exact"` every query is an exact scan. With
+the default `search="auto"`, a query whose filter matches at most
+`exact_below` rows (counted cheaply through the GIN index) is answered by an
+exact scan of just those rows, which is both faster and exact; otherwise the
+ANN index answers, with pgvector's iterative scan so that a filter still
+yields top_k rows. IVFFlat is built only once the table holds `lists * 10`
+rows; until then queries are exact.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from recallstack.adapters.pg import CAPABILITIES
+from recallstack.adapters.pg.database import Database
+from recallstack.adapters.pg.sql_filters import compile_filter
+from recallstack.core.errors import BackendError, IndexNotFoundError
+from recallstack.core.filters import Node
+from recallstack.core.metadata import Metadata
+from recallstack.core.scores import Matrix, from_distance
+from recallstack.core.table_names import table_name
+from recallstack.core.vector_store import VectorBatch, VectorStore
+from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult
+
+CATALOG = "recallstack_vector_indexes"
+OPERATORS: dict[Metric, tuple[str, str]] = {
+    "cosine": ("<=>", "vector_cosine_ops"),
+    "euclidean": ("<->", "vector_l2_ops"),
+    "dotproduct": ("<#>", "vector_ip_ops"),
+}
+
+
+def _catalog(cur: Any) -> None:
+    cur.execute(
+        f"CREATE TABLE {CATALOG} (name text PRIMARY KEY, table_name text NOT NULL UNIQUE, "
+        "dimension integer NOT NULL, metric text NOT NULL, config jsonb NOT NULL)"
+    )
+
+
+@dataclass(frozen=True)
+class _Info:
+    table: str
+    dimension: int
+    metric: Metric
+    config: IndexConfig
+
+
+class PgVectorStore(VectorStore):
+    backend = "pg"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        search: Literal["auto", "exact"] = "auto",
+        exact_below: int = 5000,
+        ef_search: int = 40,
+        probes: int = 10,
+        **pool: Any,
+    ) -> None:
+        self.db = Database(url, **pool)
+        self.db.migrate("vector", [_catalog])
+        self.search = search
+        self.exact_below = exact_below
+        self.ef_search = ef_search
+        self.probes = probes
+        self.capabilities = CAPABILITIES.model_copy(update={"exact": search == "exact"})
+        self._infos: dict[str, _Info] = {}
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self.db.close()
+
+    # ---- the catalog ----------------------------------------------------------------
+
+    def _info(self, name: str) -> _Info | None:
+        with self._lock:
+            if name in self._infos:
+                return self._infos[name]
+        rows = self.db.query(
+            f"SELECT table_name, dimension, metric, config FROM {CATALOG} WHERE name = %s", (name,)
+        )
+        if not rows:
+            return None
+        table, dimension, metric, config = rows[0]
+        info = _Info(table, dimension, metric, IndexConfig.model_validate(config))
+        with self._lock:
+            self._infos[name] = info
+        return info
+
+    def _need(self, name: str) -> _Info:
+        info = self._info(name)
+        if info is None:
+            raise IndexNotFoundError(name)
+        return info
+
+    def _shape(self, name: str) -> tuple[int, Metric] | None:
+        info = self._info(name)
+        return None if info is None else (info.dimension, info.metric)
+
+    def _run(self, name: str, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
+        """A statement on an index's table; a table dropped elsewhere is a missing index."""
+        try:
+            return self.db.query(sql, params)
+        except BackendError as exc:
+            if "does not exist" in str(exc):
+                with self._lock:
+                    self._infos.pop(name, None)
+                raise IndexNotFoundError(name) from exc
+            raise
+
+    def _create_index(self, name: str, dimension: int, config: IndexConfig) -> None:
+        table = table_name(name)
+        kind = config.type or "hnsw"
+        stored = config.model_copy(update={"type": kind})
+        with self.db.cursor(transaction=True) as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (table,))
+            cur.execute(
+                f'CREATE TABLE IF NOT EXISTS {table} (id text COLLATE "C" PRIMARY KEY, '
+                f"embedding vector({dimension}) NOT NULL, metadata jsonb NOT NULL)"
+            )
+            cur.execute(
+                f"CREATE INDEX IF NOT EXISTS {table}_meta ON {table} "
+                "USING gin (metadata jsonb_path_ops)"
+            )
+            if kind == "hnsw":
+                cur.execute(self._ann_statement(table, config.metric, stored))
+            cur.execute(
+                f"INSERT INTO {CATALOG} VALUES (%s, %s, %s, %s, %s) ON CONFLICT (name) DO NOTHING",
+                (name, table, dimension, config.metric, stored.model_dump_json()),
+            )
+
+    @staticmethod
+    def _ann_statement(table: str, metric: Metric, config: IndexConfig) -> str:
+        opclass = OPERATORS[metric][1]
+        if config.type == "ivfflat":
+            return (
+                f"CREATE INDEX IF NOT EXISTS {table}_ann ON {table} "
+                f"USING ivfflat (embedding {opclass}) WITH (lists = {int(config.lists)})"
+            )
+        return (
+            f"CREATE INDEX IF NOT EXISTS {table}_ann ON {table} USING hnsw (embedding {opclass}) "
+            f"WITH (m = {int(config.m)}, ef_construction = {int(config.ef_construction)})"
+        )
+
+    def build_index(self, name: str, config: IndexConfig | dict[str, Any]) -> None:
+        """Build (or replace) an index's ANN index, e.g. HNSW after a bulk load into `flat`.
+
+        Uses 1 GB of maintenance memory and parallel workers, as pgvector advises.
+        """
+        info = self._need(name)
+        wanted = IndexConfig.model_validate(config).model_copy(update={"metric": info.metric})
+        with self.db.cursor(transaction=True) as cur:
+            cur.execute("SET LOCAL maintenance_work_mem = '1GB'")
+            cur.execute(f"DROP INDEX IF EXISTS {info.table}_ann")
+            if wanted.type in ("hnsw", "ivfflat"):
+                cur.execute(self._ann_statement(info.table, info.metric, wanted))
+            cur.execute(
+                f"UPDATE {CATALOG} SET config = %s WHERE name = %s",
+                (wanted.model_dump_json(), name),
+            )
+        with self._lock:
+            self._infos.pop(name, None)
+
+    # ---- writes ---------------------------------------------------------------------
+
+    def _upsert(self, name: str, batch: VectorBatch) -> None:
+        from psycopg.types.json import Jsonb
+
+        info = self._need(name)
+        try:
+            with self.db.cursor(transaction=True) as cur:
+                cur.execute(
+                    f"CREATE TEMP TABLE recallstack_stage (LIKE {info.table}) ON COMMIT DROP"
+                )
+                with cur.copy(
+                    "COPY recallstack_stage (id, embedding, metadata) "
+                    "FROM STDIN WITH (FORMAT BINARY)"
+                ) as copy:
+                    copy.set_types(["text", "vector", "jsonb"])
+                    for row in zip(batch.ids, batch.vectors, batch.metadata, strict=True):
+                        copy.write_row((row[0], row[1], Jsonb(row[2])))
+                cur.execute(
+                    f"INSERT INTO {info.table} SELECT * FROM recallstack_stage "
+                    "ON CONFLICT (id) DO UPDATE SET embedding = excluded.embedding, "
+                    "metadata = excluded.metadata"
+                )
+        except BackendError as exc:
+            if "does not exist" in str(exc):
+                raise IndexNotFoundError(name) from exc
+            raise
+        if info.config.type == "ivfflat" and not self._has_ann(info):
+            (count,) = self._run(name, f"SELECT count(*) FROM {info.table}")[0]
+            if count >= info.config.lists * 10:
+                self.db.query(self._ann_statement(info.table, info.metric, info.config))
+
+    def _has_ann(self, info: _Info) -> bool:
+        rows = self.db.query("SELECT to_regclass(%s) IS NOT NULL", (f"{info.table}_ann",))
+        return bool(rows[0][0])
+
+    def _where(self, target: list[str] | Node) -> tuple[str, list[Any]]:
+        if isinstance(target, list):
+            return "id = ANY(%s)", [target]
+        return compile_filter(target)
+
+    def _update(
+        self, name: str, target: list[str] | Node, vector: Matrix | None, metadata: Metadata | None
+    ) -> None:
+        from psycopg.types.json import Jsonb
+
+        info = self._need(name)
+        sets: list[str] = []
+        values: list[Any] = []
+        if vector is not None:
+            sets.append("embedding = %s")
+            values.append(vector)
+        if metadata is not None:
+            sets.append("metadata = %s")
+            values.append(Jsonb(metadata))
+        where, params = self._where(target)
+        self._run(
+            name, f"UPDATE {info.table} SET {', '.join(sets)} WHERE {where}", [*values, *params]
+        )
+
+    def _delete(self, name: str, target: list[str] | Node) -> None:
+        info = self._need(name)
+        where, params = self._where(target)
+        self._run(name, f"DELETE FROM {info.table} WHERE {where}", params)
+
+    def _delete_index(self, name: str) -> None:
+        info = self._need(name)
+        with self.db.cursor(transaction=True) as cur:
+            cur.execute(f"DROP TABLE IF EXISTS {info.table}")
+            cur.execute(f"DELETE FROM {CATALOG} WHERE name = %s", (name,))
+        with self._lock:
+            self._infos.pop(name, None)
+
+    # ---- reads ----------------------------------------------------------------------
+
+    def _describe_index(self, name: str) -> IndexStats:
+        info = self._need(name)
+        (count,) = self._run(name, f"SELECT count(*) FROM {info.table}")[0]
+        return IndexStats(dimension=info.dimension, count=count, metric=info.metric)
+
+    def _list_indexes(self) -> list[str]:
+        return [r[0] for r in self.db.query(f"SELECT name FROM {CATALOG}")]
+
+    def _exact(self, info: _Info, where: str, params: list[Any]) -> bool:
+        """Whether this query should scan exactly instead of using the ANN index."""
+        if self.search == "exact" or info.config.type not in ("hnsw", "ivfflat"):
+            return True
+        if info.config.type == "ivfflat" and not self._has_ann(info):
+            return True
+        if where == "TRUE":
+            return False
+        rows = self.db.query(
+            f"SELECT count(*) FROM (SELECT 1 FROM {info.table} WHERE {where} LIMIT %s) s",
+            [*params, self.exact_below + 1],
+        )
+        return int(rows[0][0]) <= self.exact_below
+
+    def _query(
+        self,
+        name: str,
+        vector: Matrix,
+        top_k: int,
+        filter: Node | None,
+        include_vector: bool,
+        min_score: float | None,
+    ) -> list[QueryResult]:
+        info = self._need(name)
+        where, params = compile_filter(filter) if filter is not None else ("TRUE", [])
+        op = OPERATORS[info.metric][0]
+        columns = "id, metadata, d" + (", embedding" if include_vector else "")
+        if self._exact(info, where, params):
+            # OFFSET 0 keeps the planner from using the ANN index: every row is scored
+            rows = self._run(
+                name,
+                f"SELECT {columns} FROM (SELECT id, metadata, embedding, embedding {op} %s AS d "
+                f"FROM {info.table} WHERE {where} OFFSET 0) s ORDER BY d, id LIMIT %s",
+                [vector, *params, top_k],
+            )
+        else:
+            rows = self._approximate(name, info, columns, where, [vector, *params], top_k, op)
+        results = [
+            QueryResult(
+                id=row[0],
+                score=from_distance(float(row[2]), info.metric),
+                metadata=row[1],
+                vector=row[3].to_list() if include_vector else None,
+            )
+            for row in rows
+        ]
+        results.sort(key=lambda r: (-r.score, r.id))
+        if min_score is not None:
+            results = [r for r in results if r.score >= min_score]
+        return results[:top_k]
+
+    def _approximate(
+        self,
+        name: str,
+        info: _Info,
+        columns: str,
+        where: str,
+        params: list[Any],
+        top_k: int,
+        op: str,
+    ) -> list[tuple[Any, ...]]:
+        """The ANN index with an iterative scan, so filtered queries still fill top_k.
+
+        It fetches some extra candidates, so that ties at the cut are ordered by id
+        like everywhere else once the caller sorts.
+        """
+        fetch = max(top_k * 2, top_k + 10)
+        prefix = "hnsw" if info.config.type == "hnsw" else "ivfflat"
+        try:
+            with self.db.cursor(transaction=True) as cur:
+                if prefix == "hnsw":
+                    cur.execute(f"SET LOCAL hnsw.ef_search = {max(self.ef_search, fetch)}")
+                else:
+                    cur.execute(f"SET LOCAL ivfflat.probes = {int(self.probes)}")
+                cur.execute(f"SET LOCAL {prefix}.iterative_scan = relaxed_order")
+                cur.execute(
+                    f"SELECT {columns} FROM (SELECT id, metadata, embedding, "
+                    f"embedding {op} %s AS d FROM {info.table} WHERE {where} "
+                    "ORDER BY d LIMIT %s) s",
+                    [*params, fetch],
+                )
+                rows: list[tuple[Any, ...]] = cur.fetchall()
+                return rows
+        except BackendError as exc:
+            if "does not exist" in str(exc):
+                raise IndexNotFoundError(name) from exc
+            raise

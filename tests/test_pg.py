@@ -1,0 +1,134 @@
+"""Postgres specifics, on a real server: plans, index builds, migrations, errors."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import numpy as np
+import psycopg
+import pytest
+
+from recallstack.adapters.pg.database import Database
+from recallstack.adapters.pg.storage import MIGRATIONS, PgStorage
+from recallstack.adapters.pg.vector import PgVectorStore
+from recallstack.core.errors import BackendError, IndexNotFoundError
+from recallstack.core.registry import registry
+from recallstack.core.table_names import table_name
+
+
+def indexes(url: str, table: str) -> set[str]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = %s", (table,))
+        return {r[0] for r in rows}
+
+
+def test_resolved_by_url(pg_url: str) -> None:
+    assert isinstance(registry().vector_store(pg_url), PgVectorStore)
+    assert isinstance(registry().storage(pg_url.replace("postgresql://", "postgres://")), PgStorage)
+
+
+def test_a_selective_filter_is_answered_exactly(pg_url: str) -> None:
+    """HNSW with a post-filter would find few of these rare rows; the exact path finds all."""
+    store = PgVectorStore(pg_url, exact_below=100)
+    store.create_index("i", 16)
+    rng = np.random.default_rng(0)
+    data = rng.normal(size=(3000, 16)).astype(np.float32)
+    meta = [{"bucket": "rare" if i % 1000 == 0 else "common"} for i in range(3000)]
+    store.upsert("i", [f"v{i}" for i in range(3000)], data, meta)
+    query = -data[0]  # the rare rows are not near the query
+    hits = store.query("i", query, 10, filter={"bucket": "rare"})
+    assert sorted(h.id for h in hits) == ["v0", "v1000", "v2000"]
+    exact = PgVectorStore(pg_url, search="exact").query("i", query, 10, filter={"bucket": "rare"})
+    assert [(h.id, round(h.score, 5)) for h in hits] == [(h.id, round(h.score, 5)) for h in exact]
+
+
+def test_hnsw_recall_against_exact(pg_url: str) -> None:
+    store = PgVectorStore(pg_url)
+    exact = PgVectorStore(pg_url, search="exact")
+    store.create_index("h", 32)
+    data = np.random.default_rng(1).normal(size=(2000, 32)).astype(np.float32)
+    store.upsert("h", [f"v{i}" for i in range(2000)], data)
+    assert f"{table_name('h')}_ann" in indexes(pg_url, table_name("h"))
+    found = 0
+    for q in data[:20] + 0.05:
+        found += len(
+            {r.id for r in store.query("h", q, 10)} & {r.id for r in exact.query("h", q, 10)}
+        )
+    assert found / 200 >= 0.95
+
+
+def test_ivfflat_waits_for_enough_rows(pg_url: str) -> None:
+    store = PgVectorStore(pg_url)
+    store.create_index("ivf", 8, config={"type": "ivfflat", "lists": 2})
+    table = table_name("ivf")
+    data = np.random.default_rng(2).normal(size=(30, 8)).astype(np.float32)
+    store.upsert("ivf", [f"v{i}" for i in range(10)], data[:10])
+    assert f"{table}_ann" not in indexes(pg_url, table)
+    assert len(store.query("ivf", data[0], 5)) == 5  # exact until then
+    store.upsert("ivf", [f"v{i}" for i in range(10, 30)], data[10:])
+    assert f"{table}_ann" in indexes(pg_url, table)
+    assert store.query("ivf", data[3], 1)[0].id == "v3"
+
+
+def test_build_index_after_a_bulk_load(pg_url: str) -> None:
+    store = PgVectorStore(pg_url)
+    store.create_index("bulk", 8, config={"type": "flat"})
+    table = table_name("bulk")
+    assert f"{table}_ann" not in indexes(pg_url, table)
+    data = np.random.default_rng(3).normal(size=(200, 8)).astype(np.float32)
+    store.upsert("bulk", [f"v{i}" for i in range(200)], data)
+    store.build_index("bulk", {"type": "hnsw", "m": 8})
+    assert f"{table}_ann" in indexes(pg_url, table)
+    assert store.query("bulk", data[7], 1)[0].id == "v7"
+    with pytest.raises(IndexNotFoundError):
+        store.build_index("nope", {"type": "hnsw"})
+
+
+def test_an_index_dropped_elsewhere_is_missing(pg_url: str) -> None:
+    store = PgVectorStore(pg_url)
+    store.create_index("gone", 2)
+    other = PgVectorStore(pg_url)
+    other.delete_index("gone")
+    with pytest.raises(IndexNotFoundError):
+        store.query("gone", [1.0, 0.0], 1)
+
+
+def test_injection_changes_nothing_else(pg_url: str) -> None:
+    store = PgVectorStore(pg_url)
+    store.create_index("inj", 2)
+    store.upsert("inj", ["a", "b"], [[1, 0], [0, 1]], [{"k": "x"}, {"k": "y"}])
+    evil = ["x' OR '1'='1", 'x"); DROP TABLE recallstack_schema; --', "k$[0]", "') OR 1=1 --"]
+    for text in [*evil, "$.k", '{"k": "x"}']:
+        assert store.query("inj", [1, 0], 5, filter={"k": text}) == []
+        assert store.query("inj", [1, 0], 5, filter={"k": {"$gt": text}}) != [] or text > "y"
+        store.delete("inj", filter={"k": text})
+    for key in evil:
+        assert store.query("inj", [1, 0], 5, filter={key: "x"}) == []
+        store.delete("inj", filter={key: {"$exists": True}})
+    assert store.describe_index("inj").count == 2
+    assert store.db.query("SELECT count(*) FROM recallstack_schema")[0][0] >= 1
+
+
+def test_migrates_an_older_schema(pg_url: str) -> None:
+    old = Database(pg_url, vector=False)
+    old.migrate("storage", MIGRATIONS[:1])
+    old.query("INSERT INTO recallstack_threads VALUES ('t', 'r', 'kept', '{}', now(), now())")
+    old.close()
+    storage = PgStorage(pg_url)
+    assert storage.db.query(
+        "SELECT version FROM recallstack_schema WHERE component = 'storage'"
+    ) == [(len(MIGRATIONS),)]
+    assert "recallstack_threads_updated" in indexes(pg_url, "recallstack_threads")
+    thread = storage.get_thread("t")
+    assert thread is not None and thread.title == "kept"
+
+
+def test_missing_pgvector_is_a_clear_error(pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS plain")
+        conn.execute("CREATE ROLE plain LOGIN")
+        conn.execute("DROP EXTENSION IF EXISTS vector CASCADE")
+    parts = urlsplit(pg_url)
+    as_plain = parts._replace(netloc="plain@" + parts.netloc.split("@", 1)[-1]).geturl()
+    with pytest.raises(BackendError, match="pgvector extension is not installed"):
+        PgVectorStore(as_plain)
