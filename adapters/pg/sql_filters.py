@@ -15,6 +15,20 @@ from recallstack.core.filters import Condition, Logical, Node, Not
 from recallstack.core.metadata import Scalar
 
 _RANGE = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+INDEXED_KEYS = ("resource_id", "thread_id")
+"""Reserved keys with btree expression indexes: their string equality is an index lookup."""
+
+
+def index_statements(table: str) -> list[str]:
+    """The expression indexes `_indexed_equals` relies on (key names are our constants)."""
+    statements = []
+    for key in INDEXED_KEYS:
+        statements += [
+            f"CREATE INDEX IF NOT EXISTS {table}_{key} ON {table} ((metadata ->> '{key}'))",
+            f"CREATE INDEX IF NOT EXISTS {table}_{key}_type ON {table} "
+            f"(jsonb_typeof(metadata -> '{key}'))",
+        ]
+    return statements
 
 
 def compile_filter(node: Node) -> tuple[str, list[Any]]:
@@ -61,12 +75,29 @@ def _equals(path: tuple[str, ...], value: Scalar, params: list[Any]) -> str:
     """Field equals value or is a list containing it; None also matches a missing field."""
     from psycopg.types.json import Jsonb
 
+    if isinstance(value, str) and len(path) == 1 and path[0] in INDEXED_KEYS:
+        return _indexed_equals(path[0], value, params)
     params += [Jsonb(_nest(path, value)), Jsonb(_nest(path, [value]))]
     sql = "(metadata @> %s OR metadata @> %s"
     if value is None:
         params.append(list(path))
         sql += " OR (metadata #> %s) IS NULL"
     return sql + ")"
+
+
+def _indexed_equals(key: str, value: str, params: list[Any]) -> str:
+    """String equality on a reserved key through its two btree expression indexes.
+
+    The key is one of our constants, written literally so that Postgres matches
+    the index expressions; the value is still bound.
+    """
+    from psycopg.types.json import Jsonb
+
+    params += [value, Jsonb([value])]
+    return (
+        f"(((metadata ->> '{key}') = %s AND jsonb_typeof(metadata -> '{key}') = 'string') "
+        f"OR (jsonb_typeof(metadata -> '{key}') = 'array' AND (metadata -> '{key}') @> %s))"
+    )
 
 
 def _compare(path: tuple[str, ...], op: str, value: Scalar, params: list[Any]) -> str:

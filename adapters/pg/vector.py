@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from recallstack.adapters.pg import CAPABILITIES
 from recallstack.adapters.pg.database import Database
-from recallstack.adapters.pg.sql_filters import compile_filter
+from recallstack.adapters.pg.sql_filters import compile_filter, index_statements
 from recallstack.core.errors import BackendError, IndexNotFoundError
 from recallstack.core.filters import Node
 from recallstack.core.metadata import Metadata
@@ -63,7 +63,16 @@ class PgVectorStore(VectorStore):
         probes: int = 10,
         **pool: Any,
     ) -> None:
-        self.db = Database(url, **pool)
+        self.db = Database(
+            url,
+            settings={
+                "hnsw.ef_search": str(ef_search),
+                "hnsw.iterative_scan": "relaxed_order",
+                "ivfflat.probes": str(probes),
+                "ivfflat.iterative_scan": "relaxed_order",
+            },
+            **pool,
+        )
         self.db.migrate("vector", [_catalog])
         self.search = search
         self.exact_below = exact_below
@@ -128,6 +137,8 @@ class PgVectorStore(VectorStore):
                 f"CREATE INDEX IF NOT EXISTS {table}_meta ON {table} "
                 "USING gin (metadata jsonb_path_ops)"
             )
+            for statement in index_statements(table):
+                cur.execute(statement)
             if kind == "hnsw":
                 cur.execute(self._ann_statement(table, config.metric, stored))
             cur.execute(
@@ -250,20 +261,6 @@ class PgVectorStore(VectorStore):
     def _list_indexes(self) -> list[str]:
         return [r[0] for r in self.db.query(f"SELECT name FROM {CATALOG}")]
 
-    def _exact(self, info: _Info, where: str, params: list[Any]) -> bool:
-        """Whether this query should scan exactly instead of using the ANN index."""
-        if self.search == "exact" or info.config.type not in ("hnsw", "ivfflat"):
-            return True
-        if info.config.type == "ivfflat" and not self._has_ann(info):
-            return True
-        if where == "TRUE":
-            return False
-        rows = self.db.query(
-            f"SELECT count(*) FROM (SELECT 1 FROM {info.table} WHERE {where} LIMIT %s) s",
-            [*params, self.exact_below + 1],
-        )
-        return int(rows[0][0]) <= self.exact_below
-
     def _query(
         self,
         name: str,
@@ -276,61 +273,100 @@ class PgVectorStore(VectorStore):
         info = self._need(name)
         where, params = compile_filter(filter) if filter is not None else ("TRUE", [])
         op = OPERATORS[info.metric][0]
-        columns = "id, metadata, d" + (", embedding" if include_vector else "")
-        if self._exact(info, where, params):
+        fields = "id, metadata" + (", embedding" if include_vector else "")
+        rows: list[tuple[Any, ...]] | None = None
+        if self.search == "exact" or not self._ann_ready(info):
             # OFFSET 0 keeps the planner from using the ANN index: every row is scored
             rows = self._run(
                 name,
-                f"SELECT {columns} FROM (SELECT id, metadata, embedding, embedding {op} %s AS d "
-                f"FROM {info.table} WHERE {where} OFFSET 0) s ORDER BY d, id LIMIT %s",
-                [vector, *params, top_k],
+                f"SELECT {fields}, d FROM (SELECT {fields}, embedding {op} %s AS d "
+                f"FROM {info.table} WHERE {where} OFFSET 0) s ORDER BY d, id LIMIT {int(top_k)}",
+                [vector, *params],
             )
-        else:
-            rows = self._approximate(name, info, columns, where, [vector, *params], top_k, op)
-        results = [
-            QueryResult(
-                id=row[0],
-                score=from_distance(float(row[2]), info.metric),
-                metadata=row[1],
-                vector=row[3].to_list() if include_vector else None,
-            )
-            for row in rows
-        ]
-        results.sort(key=lambda r: (-r.score, r.id))
+        elif filter is not None:
+            rows = self._selective(name, info, fields, op, where, [vector, *params], top_k)
+        if rows is None:
+            rows = self._approximate(name, info, fields, op, where, [vector, *params], top_k)
+        scored = sorted(
+            ((from_distance(float(row[-1]), info.metric), row) for row in rows),
+            key=lambda pair: (-pair[0], pair[1][0]),
+        )
         if min_score is not None:
-            results = [r for r in results if r.score >= min_score]
-        return results[:top_k]
+            scored = [pair for pair in scored if pair[0] >= min_score]
+        return [
+            QueryResult.model_construct(
+                id=row[0],
+                score=score,
+                metadata=row[1],
+                vector=row[2].to_list() if include_vector else None,
+            )
+            for score, row in scored[:top_k]
+        ]
+
+    def _ann_ready(self, info: _Info) -> bool:
+        if info.config.type == "hnsw":
+            return True
+        return info.config.type == "ivfflat" and self._has_ann(info)
+
+    def _selective(
+        self,
+        name: str,
+        info: _Info,
+        fields: str,
+        op: str,
+        where: str,
+        params: list[Any],
+        top_k: int,
+    ) -> list[tuple[Any, ...]] | None:
+        """Exact top_k when the filter matches at most `exact_below` rows, else None.
+
+        One statement: up to `exact_below + 1` matching rows are fetched through
+        the metadata index (the OFFSET 0 fence keeps the LIMIT from tempting the
+        planner into a sequential scan), counted, and scored exactly.
+        """
+        vector, *rest = params
+        # limits are our own ints, written as literals: psycopg prepares repeated
+        # statements, and a generic plan that cannot see the LIMIT scans the table
+        rows = self._run(
+            name,
+            f"WITH c AS MATERIALIZED (SELECT * FROM (SELECT id, metadata, embedding "
+            f"FROM {info.table} WHERE {where} OFFSET 0) f LIMIT {int(self.exact_below) + 1}) "
+            f"SELECT {fields}, d, (SELECT count(*) FROM c) FROM "
+            f"(SELECT {fields}, embedding {op} %s AS d FROM c) s "
+            f"ORDER BY d, id LIMIT {int(top_k)}",
+            [*rest, vector],
+        )
+        if rows and rows[0][-1] > self.exact_below:
+            return None
+        return [row[:-1] for row in rows]
 
     def _approximate(
         self,
         name: str,
         info: _Info,
-        columns: str,
+        fields: str,
+        op: str,
         where: str,
         params: list[Any],
         top_k: int,
-        op: str,
     ) -> list[tuple[Any, ...]]:
-        """The ANN index with an iterative scan, so filtered queries still fill top_k.
+        """The ANN index with an iterative scan (a session setting), so filters fill top_k.
 
         It fetches some extra candidates, so that ties at the cut are ordered by id
-        like everywhere else once the caller sorts.
+        like everywhere else once the caller sorts; a large top_k raises ef_search
+        for this query.
         """
         fetch = max(top_k * 2, top_k + 10)
-        prefix = "hnsw" if info.config.type == "hnsw" else "ivfflat"
+        sql = (
+            f"SELECT {fields}, embedding {op} %s AS d FROM {info.table} WHERE {where} "
+            f"ORDER BY d LIMIT {int(fetch)}"
+        )
+        if info.config.type != "hnsw" or fetch <= self.ef_search:
+            return self._run(name, sql, params)
         try:
             with self.db.cursor(transaction=True) as cur:
-                if prefix == "hnsw":
-                    cur.execute(f"SET LOCAL hnsw.ef_search = {max(self.ef_search, fetch)}")
-                else:
-                    cur.execute(f"SET LOCAL ivfflat.probes = {int(self.probes)}")
-                cur.execute(f"SET LOCAL {prefix}.iterative_scan = relaxed_order")
-                cur.execute(
-                    f"SELECT {columns} FROM (SELECT id, metadata, embedding, "
-                    f"embedding {op} %s AS d FROM {info.table} WHERE {where} "
-                    "ORDER BY d LIMIT %s) s",
-                    [*params, fetch],
-                )
+                cur.execute(f"SET LOCAL hnsw.ef_search = {int(fetch)}")
+                cur.execute(sql, params)
                 rows: list[tuple[Any, ...]] = cur.fetchall()
                 return rows
         except BackendError as exc:
