@@ -14,7 +14,7 @@ import numpy as np
 
 from recallstack.adapters.memory.vector import InMemoryVectorStore
 from recallstack.core.errors import UnsupportedFeatureError, UnsupportedFilterError
-from recallstack.core.filters import operators_in, parse_filter
+from recallstack.core.filters import parse_filter
 from recallstack.core.vector_store import VectorStore
 from recallstack.core.vectors import Metric, QueryResult
 
@@ -87,19 +87,18 @@ class Twin:
 
     def check_filter(self, name: str, vector: Any, top_k: int, filter: Any) -> None:
         """A declared operator must agree with the reference; an undeclared one must raise."""
-        used = operators_in(parse_filter(filter))
-        lacking = sorted(used - self.capabilities.operators)
-        if not lacking:
+        refused = self.capabilities.unsupported(parse_filter(filter))
+        if refused is None:
             self.query(name, vector, top_k, filter=filter)
             return
         try:
             self.store.query(name, vector, top_k, filter=filter)
         except UnsupportedFilterError as exc:
-            assert exc.operator in lacking, f"raised for {exc.operator}, lacks {lacking}"
+            assert exc.operator == refused, f"raised for {exc.operator}, expected {refused}"
             self._record_unsupported(exc.operator)
             return
         raise AssertionError(
-            f"{self.store.backend} does not declare {lacking} but accepted filter {filter!r}"
+            f"{self.store.backend} does not support {refused} but accepted filter {filter!r}"
         )
 
     def cleanup(self) -> None:

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from recallstack.core.filters import ALL_OPERATORS, REQUIRED_OPERATORS
+from recallstack.core.filters import (
+    ALL_OPERATORS,
+    RANGE_OPERATORS,
+    REQUIRED_OPERATORS,
+    Condition,
+    Node,
+    operators_in,
+    walk,
+)
 from recallstack.core.vectors import METRICS, IndexType, Metric
 
 
@@ -20,6 +28,23 @@ class Capabilities(BaseModel):
     """Queries return the exact top-K (no approximate index in the way)."""
     stand_in: str | None = None
     """Set when tests run against a stand-in rather than the real engine."""
+    string_ranges: bool = True
+    """Whether `$gt`/`$gte`/`$lt`/`$lte` compare strings (in code-point order)."""
+
+    def unsupported(self, node: Node | None) -> str | None:
+        """The first thing in a parsed filter this backend cannot honour exactly, or None."""
+        missing = sorted(operators_in(node) - self.operators)
+        if missing:
+            return missing[0]
+        if node is not None and not self.string_ranges:
+            for n in walk(node):
+                if (
+                    isinstance(n, Condition)
+                    and n.op in RANGE_OPERATORS
+                    and isinstance(n.value, str)
+                ):
+                    return f"{n.op} on strings"
+        return None
 
     def model_post_init(self, _context: object) -> None:
         unknown = self.operators - ALL_OPERATORS

@@ -2,8 +2,9 @@
 
 `parse_filter` validates a document once, before any backend is called, and
 returns a small typed tree. `matches` is the reference evaluator every backend
-is checked against. Adapters compile the tree with `walk`, `operators_in` and
-`require_operators`. Semantics: ../shared/spec/backends.md §5.
+is checked against. Adapters compile the tree with `walk` and `operators_in`;
+`Capabilities.unsupported` says what a backend must refuse.
+Semantics: ../shared/spec/backends.md §5.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from recallstack.core.errors import FilterError, InvalidInputError, UnsupportedFilterError
+from recallstack.core.errors import FilterError, InvalidInputError
 from recallstack.core.metadata import Scalar, normalize_scalar
 
 COMPARISON_OPERATORS: Final = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
@@ -195,13 +196,6 @@ def operators_in(node: Node | None) -> set[str]:
     for n in walk(node):
         found.add("$not" if isinstance(n, Not) else n.op)
     return found
-
-
-def require_operators(node: Node | None, supported: frozenset[str], backend: str) -> None:
-    """Raise `UnsupportedFilterError` for the first operator a backend lacks."""
-    missing = sorted(operators_in(node) - supported)
-    if missing:
-        raise UnsupportedFilterError(missing[0], backend)
 
 
 # ---- the reference evaluator -------------------------------------------------

@@ -22,8 +22,9 @@ from recallstack.core.errors import (
     IndexNotFoundError,
     InvalidInputError,
     UnsupportedFeatureError,
+    UnsupportedFilterError,
 )
-from recallstack.core.filters import Node, parse_filter, require_operators
+from recallstack.core.filters import Node, parse_filter
 from recallstack.core.metadata import Metadata, normalize_metadata
 from recallstack.core.scores import Matrix
 from recallstack.core.vectors import METRICS, IndexConfig, IndexStats, Metric, QueryResult
@@ -159,7 +160,9 @@ class VectorStore(ABC):
 
     def _filter(self, filter: FilterInput) -> Node | None:
         node = filter if isinstance(filter, Node) or filter is None else parse_filter(filter)
-        require_operators(node, self.capabilities.operators, self.backend)
+        refused = self.capabilities.unsupported(node)
+        if refused is not None:
+            raise UnsupportedFilterError(refused, self.backend)
         return node
 
     def _target(

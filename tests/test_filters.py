@@ -10,8 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recallstack.core.errors import FilterError, UnsupportedFilterError
+from recallstack.core.capabilities import Capabilities
+from recallstack.core.errors import FilterError
 from recallstack.core.filters import (
+    ALL_OPERATORS,
     MISSING,
     Condition,
     Logical,
@@ -20,7 +22,6 @@ from recallstack.core.filters import (
     matches,
     operators_in,
     parse_filter,
-    require_operators,
     resolve,
 )
 
@@ -135,11 +136,11 @@ def test_tree_shape() -> None:
 def test_operators_and_capabilities() -> None:
     node = parse_filter({"$or": [{"a": 1}, {"b": {"$not": {"$exists": True}}}]})
     assert operators_in(node) == {"$or", "$eq", "$not", "$exists"}
-    require_operators(node, frozenset({"$or", "$eq", "$not", "$exists"}), "x")
-    with pytest.raises(UnsupportedFilterError, match=r"\$exists.*|.*\$exists") as err:
-        require_operators(node, frozenset({"$or", "$eq", "$not"}), "toy")
-    assert err.value.operator == "$exists"
-    assert err.value.backend == "toy"
+    assert Capabilities(operators=ALL_OPERATORS).unsupported(node) is None
+    assert Capabilities().unsupported(node) == "$exists"
+    ranges = parse_filter({"a": {"$gt": 1}, "b": {"$lte": "m"}})
+    assert Capabilities().unsupported(ranges) is None
+    assert Capabilities(string_ranges=False).unsupported(ranges) == "$lte on strings"
 
 
 def test_and_filters_combines_scope_and_user_filter() -> None:

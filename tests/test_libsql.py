@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from recallstack.adapters.libsql.database import Database, Location, parse_url
-from recallstack.adapters.libsql.sql_filters import decode_key, encode_key
 from recallstack.adapters.libsql.storage import MIGRATIONS, LibSQLStorage
 from recallstack.adapters.libsql.vector import LibSQLVectorStore
 from recallstack.core.errors import InvalidInputError
+from recallstack.core.key_encoding import decode_key, encode_key
 from recallstack.core.messages import Message
 from recallstack.core.records import Thread
 from recallstack.core.registry import registry

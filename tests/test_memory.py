@@ -27,7 +27,7 @@ T0 = datetime(2024, 1, 15, 10, 30, tzinfo=UTC)
 RECALL = {"semantic_recall": {"top_k": 2, "message_range": 1, "scope": "resource"}}
 
 
-BACKENDS = ["memory", "libsql", "pg"]
+BACKENDS = ["memory", "libsql", "pg", "qdrant-edge"]
 
 
 def make_backends(
@@ -35,6 +35,10 @@ def make_backends(
 ) -> tuple[Storage, VectorStore]:
     if kind == "memory":
         return InMemoryStorage(), InMemoryVectorStore()
+    if kind == "qdrant-edge":  # vectors only: storage stays in memory
+        from recallstack.core.registry import registry
+
+        return InMemoryStorage(), registry().vector_store(f"qdrant+edge:///{tmp_path / 'edge'}")
     if kind == "pg":
         from recallstack.adapters.pg.storage import PgStorage
         from recallstack.adapters.pg.vector import PgVectorStore
@@ -130,7 +134,7 @@ def test_every_backend_gives_identical_results(
         recall_summary(memory_on(make_backends(kind, request, tmp_path / kind)))
         for kind in BACKENDS
     ]
-    assert results[0] == results[1] == results[2]
+    assert all(result == results[0] for result in results)
 
 
 # ---- the regressions of spec §9 --------------------------------------------------------

@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from recallstack.core.filters import Condition, Logical, Node, Not
+from recallstack.core.key_encoding import decode_key, encode_key, map_keys
 from recallstack.core.metadata import Scalar
 
-_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 _NUMBER = "('integer', 'real')"
 _RANGE = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 INDEXED_KEYS = ("resource_id", "thread_id", "message_id")
@@ -24,42 +24,14 @@ INDEXED_KEYS = ("resource_id", "thread_id", "message_id")
 INDEXED_PATHS = frozenset(f'$."{k}"' for k in INDEXED_KEYS)
 
 
-def encode_key(key: str) -> str:
-    """An injective encoding of a key into [A-Za-z0-9_~-] (`~` + hex per other byte)."""
-    if all(c in _SAFE for c in key):
-        return key
-    return "".join(c if c in _SAFE else "".join(f"~{b:02x}" for b in c.encode()) for c in key)
-
-
-def decode_key(key: str) -> str:
-    if "~" not in key:
-        return key
-    out = bytearray()
-    i = 0
-    while i < len(key):
-        if key[i] == "~":
-            out.append(int(key[i + 1 : i + 3], 16))
-            i += 3
-        else:
-            out += key[i].encode()
-            i += 1
-    return out.decode()
-
-
 def encode_document(document: Mapping[str, Any]) -> str:
     """Metadata as stored: JSON with every key encoded."""
-    return json.dumps(_map_keys(document, encode_key), separators=(",", ":"))
+    return json.dumps(map_keys(document, encode_key), separators=(",", ":"))
 
 
 def decode_document(text: str) -> dict[str, Any]:
-    decoded: dict[str, Any] = _map_keys(json.loads(text), decode_key)
+    decoded: dict[str, Any] = map_keys(json.loads(text), decode_key)
     return decoded
-
-
-def _map_keys(value: Any, fn: Any) -> Any:
-    if isinstance(value, dict):
-        return {fn(k): _map_keys(v, fn) for k, v in value.items()}
-    return value
 
 
 def json_path(path: tuple[str, ...]) -> str:

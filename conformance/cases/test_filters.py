@@ -115,7 +115,7 @@ def test_differential(twin: Twin) -> None:
     @given(st.lists(documents, min_size=count, max_size=count), filters(declared))
     def check(docs: list[dict[str, Any]], filter_: dict[str, Any]) -> None:
         twin.upsert(name, [f"r{i:02d}" for i in range(count)], vectors(count, 4, seed=1), docs)
-        twin.query(name, QUERY[:4], count, filter=filter_)
+        twin.check_filter(name, QUERY[:4], count, filter_)
 
     check()
 

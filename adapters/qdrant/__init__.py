@@ -1,0 +1,108 @@
+"""Qdrant: the Edge engine in process, the client's local mode, and servers.
+
+URLs: `qdrant+edge:///folder` (Qdrant Edge, `qdrant-edge-py`),
+`qdrant+local:///folder` and `qdrant+local://:memory:` (qdrant-client's local
+mode, a Python re-implementation meant for tests), `qdrant://host:6333`
+(a server; `api_key=`, `https=`). Drivers are imported only when used.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from recallstack.core.capabilities import Capabilities
+from recallstack.core.filters import ALL_OPERATORS
+from recallstack.core.hookspecs import hookimpl
+from recallstack.core.registry import Backend, ConformanceTarget
+
+CAPABILITIES = Capabilities(
+    operators=ALL_OPERATORS,
+    index_types=frozenset({"hnsw", "flat"}),
+    exact=False,
+    string_ranges=False,
+)
+"""Qdrant has no string ranges; `search="exact"` makes every query exact."""
+
+
+def _edge(url: str, search: Any = "auto") -> Any:
+    from recallstack.adapters.qdrant.edge import EdgeDriver
+    from recallstack.adapters.qdrant.store import QdrantVectorStore
+
+    return QdrantVectorStore(EdgeDriver(url), "qdrant-edge", search)
+
+
+def _client(url: str, search: Any = "auto", **options: Any) -> Any:
+    from recallstack.adapters.qdrant.client import ClientDriver
+    from recallstack.adapters.qdrant.store import QdrantVectorStore
+
+    return QdrantVectorStore(ClientDriver(url, **options), "qdrant", search)
+
+
+@hookimpl
+def register_vector_stores(register: Callable[[Backend], None]) -> None:
+    register(
+        Backend(
+            kind="vector",
+            name="qdrant-edge",
+            schemes=("qdrant+edge",),
+            factory=_edge,
+            capabilities=CAPABILITIES,
+            extra="qdrant",
+            requires=("qdrant_edge",),
+            description="Qdrant Edge: Qdrant's engine in process",
+        )
+    )
+    register(
+        Backend(
+            kind="vector",
+            name="qdrant",
+            schemes=("qdrant", "qdrant+local"),
+            factory=_client,
+            capabilities=CAPABILITIES,
+            extra="qdrant",
+            requires=("qdrant_client",),
+            description="Qdrant servers, and qdrant-client's local mode",
+        )
+    )
+
+
+@contextmanager
+def _edge_folder() -> Iterator[str]:
+    with tempfile.TemporaryDirectory(prefix="recallstack-qdrant-edge-") as tmp:
+        yield f"qdrant+edge:///{tmp}"
+
+
+@contextmanager
+def _local_folder() -> Iterator[str]:
+    with tempfile.TemporaryDirectory(prefix="recallstack-qdrant-local-") as tmp:
+        yield f"qdrant+local:///{tmp}"
+
+
+@hookimpl
+def register_conformance_targets(register: Callable[[ConformanceTarget], None]) -> None:
+    register(
+        ConformanceTarget(
+            backend="qdrant-edge",
+            kind="vector",
+            start=_edge_folder,
+            mode="in process, exact",
+            options={"search": "exact"},
+        )
+    )
+    register(
+        ConformanceTarget(
+            backend="qdrant-edge", kind="vector", start=_edge_folder, mode="in process"
+        )
+    )
+    register(
+        ConformanceTarget(
+            backend="qdrant",
+            kind="vector",
+            start=_local_folder,
+            mode="client local mode",
+            options={"search": "exact"},
+        )
+    )

@@ -1,0 +1,194 @@
+"""The qdrant-client driver: Qdrant servers, and the client's local mode.
+
+URLs: `qdrant://host:6333` (options `api_key=`, `https=`),
+`qdrant+local:///path/to/folder`, `qdrant+local://:memory:`. One collection
+per index (named by the same rule as SQL tables); a `recallstack_catalog`
+collection maps logical names to collections, dimensions and metrics.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+from uuid import UUID
+
+from recallstack.adapters.qdrant.filters import Dialect
+from recallstack.adapters.qdrant.payload import point_id
+from recallstack.adapters.qdrant.store import INDEXED_FIELDS
+from recallstack.core.errors import IndexNotFoundError, InvalidInputError
+from recallstack.core.table_names import table_name
+from recallstack.core.vectors import IndexConfig, Metric
+
+CATALOG = "recallstack_catalog"
+
+
+def connect(url: str, **options: Any) -> Any:
+    from qdrant_client import QdrantClient
+
+    if url == "qdrant+local://:memory:":
+        return QdrantClient(":memory:")
+    if url.startswith("qdrant+local:///") and len(url) > len("qdrant+local:///"):
+        return QdrantClient(path=url[len("qdrant+local:///") :])
+    if url.startswith("qdrant://"):
+        return QdrantClient(url="http://" + url[len("qdrant://") :], **options)
+    raise InvalidInputError(
+        f"{url!r}: write qdrant://host:port, qdrant+local:///folder or qdrant+local://:memory:"
+    )
+
+
+class ClientDriver:
+    def __init__(self, url: str, **options: Any) -> None:
+        from qdrant_client import models
+
+        self.m = models
+        # the local mode is a plain Python object, not safe across threads; servers are
+        self._serial: Any = threading.RLock() if url.startswith("qdrant+local:") else None
+        self.client = _Serialised(connect(url, **options), self._serial)
+        self.dialect = Dialect(
+            match=lambda key, value: models.FieldCondition(
+                key=key, match=models.MatchValue(value=value)
+            ),
+            range=lambda key, bounds: models.FieldCondition(key=key, range=models.Range(**bounds)),
+            is_null=lambda key: models.IsNullCondition(is_null=models.PayloadField(key=key)),
+            filter=lambda must=None, should=None, must_not=None: models.Filter(
+                must=must, should=should, must_not=must_not
+            ),
+        )
+        self._lock = threading.Lock()
+        if not self.client.collection_exists(CATALOG):
+            self.client.create_collection(
+                CATALOG, vectors_config=models.VectorParams(size=1, distance=models.Distance.DOT)
+            )
+
+    def indexes(self) -> dict[str, tuple[int, Metric]]:
+        found: dict[str, tuple[int, Metric]] = {}
+        offset = None
+        while True:
+            page, offset = self.client.scroll(CATALOG, limit=1000, offset=offset, with_payload=True)
+            for record in page:
+                p = record.payload or {}
+                found[p["name"]] = (p["dimension"], p["metric"])
+            if offset is None:
+                return found
+
+    def _collection(self, name: str) -> str:
+        if name not in self.indexes():
+            raise IndexNotFoundError(name)
+        return table_name(name)
+
+    def create(self, name: str, dimension: int, config: IndexConfig) -> None:
+        m = self.m
+        distance = {"cosine": m.Distance.COSINE, "euclidean": m.Distance.EUCLID}.get(
+            config.metric, m.Distance.DOT
+        )
+        collection = table_name(name)
+        with self._lock:
+            if not self.client.collection_exists(collection):
+                self.client.create_collection(
+                    collection,
+                    vectors_config=m.VectorParams(size=dimension, distance=distance),
+                    hnsw_config=m.HnswConfigDiff(m=config.m, ef_construct=config.ef_construction),
+                )
+                for key in INDEXED_FIELDS:
+                    self.client.create_payload_index(
+                        collection, key, field_schema=m.PayloadSchemaType.KEYWORD
+                    )
+            self.client.upsert(
+                CATALOG,
+                [
+                    m.PointStruct(
+                        id=point_id(name),
+                        vector=[1.0],
+                        payload={"name": name, "dimension": dimension, "metric": config.metric},
+                    )
+                ],
+            )
+
+    def drop(self, name: str) -> None:
+        self.client.delete_collection(self._collection(name))
+        self.client.delete(CATALOG, points_selector=self.m.PointIdsList(points=[point_id(name)]))
+
+    def close(self) -> None:
+        self.client.close()
+
+    def upsert(self, name: str, points: list[tuple[str, list[float], dict[str, Any]]]) -> None:
+        self.client.upsert(
+            self._collection(name),
+            [self.m.PointStruct(id=pid, vector=v, payload=payload) for pid, v, payload in points],
+        )
+
+    def search(
+        self,
+        name: str,
+        vector: list[float],
+        limit: int,
+        filter: Any,
+        with_vector: bool,
+        exact: bool,
+    ) -> list[tuple[dict[str, Any], float, list[float] | None]]:
+        hits = self.client.query_points(
+            self._collection(name),
+            query=vector,
+            query_filter=filter,
+            limit=limit,
+            with_payload=True,
+            with_vectors=with_vector,
+            search_params=self.m.SearchParams(exact=exact),
+        ).points
+        return [(h.payload or {}, float(h.score), h.vector if with_vector else None) for h in hits]
+
+    def points(
+        self, name: str, ids: list[str] | None, filter: Any
+    ) -> list[tuple[str, dict[str, Any]]]:
+        collection = self._collection(name)
+        if ids is not None:
+            found = self.client.retrieve(collection, ids, with_payload=True)
+        else:
+            found, offset = [], None
+            while True:
+                page, offset = self.client.scroll(
+                    collection, scroll_filter=filter, limit=1000, offset=offset, with_payload=True
+                )
+                found += page
+                if offset is None:
+                    break
+        return [(str(r.id), r.payload or {}) for r in found]
+
+    def delete(self, name: str, ids: list[str] | None, filter: Any) -> None:
+        selector = (
+            self.m.PointIdsList(points=list[int | str | UUID](ids))
+            if ids is not None
+            else self.m.FilterSelector(filter=filter)
+        )
+        self.client.delete(self._collection(name), points_selector=selector)
+
+    def set_vector(self, name: str, pid: str, vector: list[float]) -> None:
+        self.client.update_vectors(
+            self._collection(name), [self.m.PointVectors(id=pid, vector=vector)]
+        )
+
+    def set_payload(self, name: str, pid: str, payload: dict[str, Any]) -> None:
+        self.client.overwrite_payload(self._collection(name), payload, points=[pid])
+
+    def count(self, name: str) -> int:
+        counted: int = self.client.count(self._collection(name), exact=True).count
+        return counted
+
+
+class _Serialised:
+    """The client, with every call made under `lock` (when there is one)."""
+
+    def __init__(self, client: Any, lock: Any) -> None:
+        self._client = client
+        self._lock = lock
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._client, name)
+        if self._lock is None or not callable(method):
+            return method
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return method(*args, **kwargs)
+
+        return call

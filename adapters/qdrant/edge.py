@@ -1,0 +1,188 @@
+"""The Qdrant Edge driver: Qdrant's own engine in process, one shard per index.
+
+URL: `qdrant+edge:///path/to/folder` (`qdrant+edge:////abs/path` for an
+absolute one). `recallstack.json` in the folder records each index's shard
+directory, dimension and metric.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+from pathlib import Path
+from typing import Any
+
+from recallstack.adapters.qdrant.filters import Dialect
+from recallstack.adapters.qdrant.store import INDEXED_FIELDS
+from recallstack.core.errors import IndexNotFoundError, InvalidInputError
+from recallstack.core.table_names import table_name
+from recallstack.core.vectors import IndexConfig, Metric
+
+
+def folder_of(url: str) -> Path:
+    prefix = "qdrant+edge:///"
+    if not url.startswith(prefix) or len(url) == len(prefix):
+        raise InvalidInputError(f"{url!r}: write qdrant+edge:///path/to/folder")
+    return Path(url[len(prefix) :])
+
+
+class EdgeDriver:
+    def __init__(self, url: str) -> None:
+        import qdrant_edge as q
+
+        self.q = q
+        self.folder = folder_of(url)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.dialect = Dialect(
+            match=lambda key, value: q.FieldCondition(key, match=q.MatchValue(value)),
+            range=lambda key, bounds: q.FieldCondition(key, range=q.RangeFloat(**bounds)),
+            is_null=lambda key: q.IsNullCondition(key),
+            filter=lambda must=None, should=None, must_not=None: q.Filter(
+                must=must, should=should, must_not=must_not
+            ),
+        )
+        self._shards: dict[str, Any] = {}
+        self._lock = threading.RLock()
+
+    # ---- the catalog ------------------------------------------------------------------
+
+    @property
+    def _path(self) -> Path:
+        return self.folder / "recallstack.json"
+
+    def _catalog(self) -> dict[str, dict[str, Any]]:
+        found: dict[str, dict[str, Any]] = (
+            json.loads(self._path.read_text()) if self._path.exists() else {}
+        )
+        return found
+
+    def _save(self, catalog: dict[str, dict[str, Any]]) -> None:
+        temporary = self._path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(catalog, indent=1))
+        temporary.replace(self._path)
+
+    def indexes(self) -> dict[str, tuple[int, Metric]]:
+        return {n: (e["dimension"], e["metric"]) for n, e in self._catalog().items()}
+
+    def _shard(self, name: str) -> Any:
+        with self._lock:
+            if name not in self._shards:
+                entry = self._catalog().get(name)
+                if entry is None:
+                    raise IndexNotFoundError(name)
+                self._shards[name] = self.q.EdgeShard.load(str(self.folder / entry["dir"]))
+            return self._shards[name]
+
+    def create(self, name: str, dimension: int, config: IndexConfig) -> None:
+        q = self.q
+        distance = {"cosine": q.Distance.Cosine, "euclidean": q.Distance.Euclid}.get(
+            config.metric, q.Distance.Dot
+        )
+        directory = table_name(name)
+        with self._lock:
+            (self.folder / directory).mkdir(parents=True, exist_ok=True)
+            shard = q.EdgeShard.create(
+                str(self.folder / directory),
+                q.EdgeConfig(
+                    vectors={"v": q.EdgeVectorParams(size=dimension, distance=distance)},
+                    hnsw_config=q.HnswIndexConfig(
+                        m=config.m, ef_construct=config.ef_construction, full_scan_threshold=10_000
+                    ),
+                ),
+            )
+            for key in INDEXED_FIELDS:
+                shard.update(q.UpdateOperation.create_field_index(key, q.PayloadSchemaType.Keyword))
+            self._shards[name] = shard
+            catalog = self._catalog()
+            catalog[name] = {"dir": directory, "dimension": dimension, "metric": config.metric}
+            self._save(catalog)
+
+    def drop(self, name: str) -> None:
+        with self._lock:
+            shard = self._shards.pop(name, None)
+            if shard is not None:
+                shard.close()
+            catalog = self._catalog()
+            entry = catalog.pop(name)
+            shutil.rmtree(self.folder / entry["dir"], ignore_errors=True)
+            self._save(catalog)
+
+    def close(self) -> None:
+        with self._lock:
+            for shard in self._shards.values():
+                shard.close()
+            self._shards.clear()
+
+    # ---- points -----------------------------------------------------------------------
+
+    def upsert(self, name: str, points: list[tuple[str, list[float], dict[str, Any]]]) -> None:
+        q = self.q
+        self._shard(name).update(
+            q.UpdateOperation.upsert_points(
+                [q.Point(id=pid, vector={"v": v}, payload=payload) for pid, v, payload in points]
+            )
+        )
+
+    def search(
+        self,
+        name: str,
+        vector: list[float],
+        limit: int,
+        filter: Any,
+        with_vector: bool,
+        exact: bool,
+    ) -> list[tuple[dict[str, Any], float, list[float] | None]]:
+        q = self.q
+        hits = self._shard(name).query(
+            q.QueryRequest(
+                limit=limit,
+                query=q.Query.Nearest(vector, using="v"),
+                filter=filter,
+                with_payload=True,
+                with_vector=with_vector,
+                params=q.SearchParams(exact=exact),
+            )
+        )
+        return [(h.payload, float(h.score), h.vector["v"] if with_vector else None) for h in hits]
+
+    def points(
+        self, name: str, ids: list[str] | None, filter: Any
+    ) -> list[tuple[str, dict[str, Any]]]:
+        shard = self._shard(name)
+        if ids is not None:
+            found = shard.retrieve(ids, True, False)
+        else:
+            found, offset = [], None
+            while True:
+                page, offset = shard.scroll(
+                    self.q.ScrollRequest(
+                        offset=offset, limit=1000, filter=filter, with_payload=True
+                    )
+                )
+                found += page
+                if offset is None:
+                    break
+        return [(str(r.id), r.payload) for r in found]
+
+    def delete(self, name: str, ids: list[str] | None, filter: Any) -> None:
+        q = self.q
+        operation = (
+            q.UpdateOperation.delete_points(ids)
+            if ids is not None
+            else q.UpdateOperation.delete_points_by_filter(filter)
+        )
+        self._shard(name).update(operation)
+
+    def set_vector(self, name: str, pid: str, vector: list[float]) -> None:
+        q = self.q
+        self._shard(name).update(
+            q.UpdateOperation.update_vectors([q.PointVectors(pid, {"v": vector})])
+        )
+
+    def set_payload(self, name: str, pid: str, payload: dict[str, Any]) -> None:
+        self._shard(name).update(self.q.UpdateOperation.overwrite_payload([pid], payload))
+
+    def count(self, name: str) -> int:
+        counted: int = self._shard(name).count(self.q.CountRequest(exact=True))
+        return counted

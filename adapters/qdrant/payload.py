@@ -1,0 +1,89 @@
+"""How recallstack metadata is stored in a Qdrant payload, so that every filter is exact.
+
+A point's payload is `{"id": <caller's id>, "m": <metadata>, "p": [<paths>]}`:
+- keys are encoded (`recallstack.core.key_encoding`), so any key is a plain path;
+- booleans are stored as the strings "\\x00T" / "\\x00F" (Qdrant would otherwise
+  match `true` against the integer 1); a user string starting with "\\x00" gets
+  one more "\\x00", so nothing collides;
+- `p` lists the path of every key present, so `$exists` and "missing" (for
+  `$eq: None`) are exact keyword matches: Qdrant alone cannot tell a missing
+  field from an empty list.
+String ids are mapped to UUIDv5, deterministically.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from recallstack.core.key_encoding import decode_key, encode_key
+from recallstack.core.metadata import Metadata, Scalar
+
+NAMESPACE = uuid.UUID("5f0b9e8c-1c9a-4d0e-9d5b-7e3f8a2c6b41")
+TRUE, FALSE = "\x00T", "\x00F"
+
+
+def point_id(id_: str) -> str:
+    return str(uuid.uuid5(NAMESPACE, id_))
+
+
+def encode_scalar(value: Scalar) -> Scalar:
+    if isinstance(value, bool):
+        return TRUE if value else FALSE
+    if isinstance(value, str) and value.startswith("\x00"):
+        return "\x00" + value
+    return value
+
+
+def decode_scalar(value: Any) -> Any:
+    if value == TRUE:
+        return True
+    if value == FALSE:
+        return False
+    if isinstance(value, str) and value.startswith("\x00"):
+        return value[1:]
+    return value
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {encode_key(k): _encode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [encode_scalar(v) for v in value]
+    return encode_scalar(value)
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {decode_key(k): _decode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [decode_scalar(v) for v in value]
+    return decode_scalar(value)
+
+
+def _paths(value: Any, prefix: str = "") -> Iterator[str]:
+    for key, child in value.items():
+        path = f"{prefix}{encode_key(key)}"
+        yield path
+        if isinstance(child, dict):
+            yield from _paths(child, path + ".")
+
+
+def encode(id_: str, metadata: Metadata) -> dict[str, Any]:
+    return {"id": id_, "m": _encode(metadata), "p": list(_paths(metadata))}
+
+
+def decode(payload: dict[str, Any]) -> tuple[str, Metadata]:
+    metadata: Metadata = _decode(payload.get("m") or {})
+    return str(payload["id"]), metadata
+
+
+def field(path: tuple[str, ...]) -> str:
+    """The payload key of a metadata path."""
+    return "m." + ".".join(encode_key(p) for p in path)
+
+
+def present(path: tuple[str, ...]) -> str:
+    """The entry in `p` that says a metadata path is present."""
+    return ".".join(encode_key(p) for p in path)

@@ -1,0 +1,155 @@
+"""The Qdrant vector store, over either driver (Edge in process, or the client).
+
+Behaviour shared by every mode lives here: UUIDv5 ids with the caller's id in
+the payload, the payload encoding that keeps filters exact, scores in the one
+convention, ties ordered by id, and the original length of cosine vectors
+(Qdrant normalises them) so `include_vector` returns what was stored.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+from recallstack.adapters.qdrant import CAPABILITIES
+from recallstack.adapters.qdrant.filters import Dialect, compile_filter
+from recallstack.adapters.qdrant.payload import decode, encode, point_id
+from recallstack.core.errors import IndexNotFoundError
+from recallstack.core.filters import Node
+from recallstack.core.metadata import Metadata
+from recallstack.core.scores import Matrix
+from recallstack.core.vector_store import VectorBatch, VectorStore
+from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult
+
+BATCH = 512
+INDEXED_FIELDS = ("p", "m.resource_id", "m.thread_id")
+"""Keyword payload indexes: presence paths and memory's scope keys."""
+
+
+class Driver(Protocol):
+    """The primitive operations one Qdrant API offers, per logical index."""
+
+    dialect: Dialect
+
+    def indexes(self) -> dict[str, tuple[int, Metric]]: ...
+    def create(self, name: str, dimension: int, config: IndexConfig) -> None: ...
+    def drop(self, name: str) -> None: ...
+    def upsert(self, name: str, points: list[tuple[str, list[float], dict[str, Any]]]) -> None: ...
+    def search(
+        self,
+        name: str,
+        vector: list[float],
+        limit: int,
+        filter: Any,
+        with_vector: bool,
+        exact: bool,
+    ) -> list[tuple[dict[str, Any], float, list[float] | None]]: ...
+    def points(
+        self, name: str, ids: list[str] | None, filter: Any
+    ) -> list[tuple[str, dict[str, Any]]]: ...
+    def delete(self, name: str, ids: list[str] | None, filter: Any) -> None: ...
+    def set_vector(self, name: str, pid: str, vector: list[float]) -> None: ...
+    def set_payload(self, name: str, pid: str, payload: dict[str, Any]) -> None: ...
+    def count(self, name: str) -> int: ...
+    def close(self) -> None: ...
+
+
+class QdrantVectorStore(VectorStore):
+    def __init__(
+        self, driver: Driver, backend: str, search: Literal["auto", "exact"] = "auto"
+    ) -> None:
+        self.driver = driver
+        self.backend = backend  # type: ignore[misc]
+        self.search = search
+        self.capabilities = CAPABILITIES.model_copy(update={"exact": search == "exact"})
+
+    def close(self) -> None:
+        self.driver.close()
+
+    def _shape(self, name: str) -> tuple[int, Metric] | None:
+        return self.driver.indexes().get(name)
+
+    def _create_index(self, name: str, dimension: int, config: IndexConfig) -> None:
+        self.driver.create(name, dimension, config)
+
+    def _list_indexes(self) -> list[str]:
+        return list(self.driver.indexes())
+
+    def _delete_index(self, name: str) -> None:
+        self.driver.drop(name)
+
+    def _describe_index(self, name: str) -> IndexStats:
+        shape = self._shape(name)
+        if shape is None:
+            raise IndexNotFoundError(name)
+        return IndexStats(dimension=shape[0], count=self.driver.count(name), metric=shape[1])
+
+    def _upsert(self, name: str, batch: VectorBatch) -> None:
+        norms = np.linalg.norm(batch.vectors, axis=1)
+        rows = list(zip(batch.ids, batch.vectors, batch.metadata, norms, strict=True))
+        for start in range(0, len(rows), BATCH):
+            self.driver.upsert(
+                name,
+                [
+                    (point_id(id_), vector.tolist(), {**encode(id_, meta), "n": float(norm)})
+                    for id_, vector, meta, norm in rows[start : start + BATCH]
+                ],
+            )
+
+    def _compiled(self, target: list[str] | Node) -> tuple[list[str] | None, Any]:
+        if isinstance(target, list):
+            return [point_id(i) for i in target], None
+        return None, compile_filter(target, self.driver.dialect)
+
+    def _update(
+        self, name: str, target: list[str] | Node, vector: Matrix | None, metadata: Metadata | None
+    ) -> None:
+        ids, flt = self._compiled(target)
+        for pid, payload in self.driver.points(name, ids, flt):
+            norm = payload.get("n", 1.0)
+            if vector is not None:
+                self.driver.set_vector(name, pid, vector.tolist())
+                norm = float(np.linalg.norm(vector))
+            if metadata is not None:
+                payload = encode(str(payload["id"]), metadata)
+            self.driver.set_payload(name, pid, {**payload, "n": norm})
+
+    def _delete(self, name: str, target: list[str] | Node) -> None:
+        ids, flt = self._compiled(target)
+        self.driver.delete(name, ids, flt)
+
+    def _query(
+        self,
+        name: str,
+        vector: Matrix,
+        top_k: int,
+        filter: Node | None,
+        include_vector: bool,
+        min_score: float | None,
+    ) -> list[QueryResult]:
+        shape = self._shape(name)
+        assert shape is not None
+        metric = shape[1]
+        hits = self.driver.search(
+            name,
+            vector.tolist(),
+            max(top_k * 2, top_k + 10),  # extra candidates, so ties at the cut sort by id
+            None if filter is None else compile_filter(filter, self.driver.dialect),
+            include_vector,
+            self.search == "exact",
+        )
+        scored = []
+        for payload, raw, stored in hits:
+            id_, metadata = decode(payload)
+            score = 1.0 / (1.0 + raw) if metric == "euclidean" else raw
+            if stored is not None and metric == "cosine":
+                stored = [x * payload.get("n", 1.0) for x in stored]
+            scored.append((score, id_, metadata, stored))
+        scored.sort(key=lambda row: (-row[0], row[1]))
+        if min_score is not None:
+            scored = [row for row in scored if row[0] >= min_score]
+        return [
+            QueryResult.model_construct(id=id_, score=score, metadata=metadata, vector=stored)
+            for score, id_, metadata, stored in scored[:top_k]
+        ]

@@ -1,0 +1,77 @@
+"""Qdrant specifics: the payload encoding, URLs, ids, and reopening an Edge folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from recallstack.adapters.qdrant.client import connect
+from recallstack.adapters.qdrant.edge import folder_of
+from recallstack.adapters.qdrant.payload import decode, encode, point_id
+from recallstack.core.errors import InvalidInputError, UnsupportedFilterError
+from recallstack.core.registry import registry
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        {"flag": True, "off": False, "n": 1, "f": 1.5, "s": "x", "none": None},
+        {"list": [True, 1, "a", None], "empty": []},
+        {"nested": {'k e"y': {"deep": "\x00starts with NUL"}}, "\x00": "\x00T"},
+    ],
+)
+def test_payload_round_trips(metadata: dict[str, Any]) -> None:
+    payload = encode("my id", metadata)
+    assert decode(payload) == ("my id", metadata)
+    assert all(not isinstance(v, bool) for v in payload["m"].values())  # stored as strings
+
+
+def test_presence_paths() -> None:
+    assert encode("i", {"a": {"b c": 1}, "d": []})["p"] == ["a", "a.b-20c", "d"]
+
+
+def test_ids_are_deterministic_uuids() -> None:
+    assert point_id("message-1") == point_id("message-1") != point_id("message-2")
+    assert len(point_id("x")) == 36
+
+
+@pytest.mark.parametrize("url", ["qdrant+edge:///", "qdrant+edge://x", "libsql:///x"])
+def test_bad_edge_urls(url: str) -> None:
+    with pytest.raises(InvalidInputError):
+        folder_of(url)
+
+
+def test_bad_client_urls() -> None:
+    with pytest.raises(InvalidInputError, match="qdrant://host:port"):
+        connect("qdrant+local://")
+
+
+def test_edge_folder_reopens(tmp_path: Path) -> None:
+    url = f"qdrant+edge:///{tmp_path / 'edge'}"
+    store = registry().vector_store(url)
+    store.create_index("i", 2)
+    store.upsert("i", ["a", "b"], [[1, 0], [0, 1]], [{"k": True}, {"k": False}])
+    store.close()
+    again = registry().vector_store(url)
+    assert again.list_indexes() == ["i"]
+    (hit,) = again.query("i", [1, 0], 1, filter={"k": True})
+    assert (hit.id, hit.metadata) == ("a", {"k": True})
+
+
+def test_local_mode_in_memory() -> None:
+    store = registry().vector_store("qdrant+local://:memory:")
+    store.create_index("i", 2, metric="euclidean")
+    store.upsert("i", ["a"], [[3, 4]])
+    (hit,) = store.query("i", [0, 0], 1, include_vector=True)
+    assert hit.score == pytest.approx(1 / (1 + 5))
+    assert hit.vector == pytest.approx([3, 4])
+
+
+def test_string_ranges_are_refused(tmp_path: Path) -> None:
+    store = registry().vector_store(f"qdrant+edge:///{tmp_path}")
+    store.create_index("i", 2)
+    with pytest.raises(UnsupportedFilterError, match=r"qdrant-edge backend .* \$gt on strings"):
+        store.query("i", [1, 0], 1, filter={"name": {"$gt": "m"}})
+    assert store.query("i", [1, 0], 1, filter={"n": {"$gt": 1}}) == []
