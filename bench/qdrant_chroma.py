@@ -1,12 +1,12 @@
-"""Qdrant Edge through recallstack, against the raw `qdrant_edge` API.
+"""Qdrant Edge and Chroma (in process) through recallstack, against their raw APIs.
 
-    python bench/qdrant_vectors.py [--sizes 10000 100000] [--queries 200]
+    python bench/qdrant_chroma.py [--sizes 10000 100000] [--queries 200] [--only qdrant|chroma]
 
 For each size: N 384-d vectors (clustered like text embeddings) with
 resource_id / thread_id metadata, 100 resources so a resource filter selects
-1%. The same points go into a second shard through the raw API, with a plain
-payload and a keyword index on resource_id. Prints ingest vectors/s and query
-p50/p95 with and without the filter for both, and their ratio.
+1%. The same points go, with plain metadata, into a second shard or
+collection through the raw API. Prints ingest vectors/s and query p50/p95
+with and without the filter for both, and their ratio.
 """
 
 from __future__ import annotations
@@ -49,11 +49,71 @@ def timed(fn: Callable[[int], Any], n: int) -> float:
     return p50
 
 
+def compare(label: str, ours: Callable[[int], Any], raw: Callable[[int], Any], n: int) -> None:
+    print(f"query, {label}: recallstack")
+    mine = timed(ours, n)
+    print(f"query, {label}: raw")
+    theirs = timed(raw, n)
+    print(f"    ratio {mine / theirs:.2f}x")
+
+
+def ingest(label: str, write: Callable[[], None], size: int) -> float:
+    start = time.perf_counter()
+    write()
+    rate = size / (time.perf_counter() - start)
+    print(f"ingest, {label}: {rate:,.0f} vectors/s")
+    return rate
+
+
+def run_chroma(size: int, queries: int, folder: Path) -> None:
+    import chromadb
+
+    data, probes = clustered(size, queries)
+    meta = [{"resource_id": f"r{i % RESOURCES}", "thread_id": f"t{i % 1000}"} for i in range(size)]
+    ids = [f"m{i}" for i in range(size)]
+    print(f"\n== Chroma in process, {size:,} vectors x {DIM} ==")
+    store = registry().vector_store(f"chroma:///{folder / 'ours'}")
+    store.create_index("bench", DIM)
+
+    def ours_write() -> None:
+        for lo in range(0, size, 5000):
+            store.upsert("bench", ids[lo : lo + 5000], data[lo : lo + 5000], meta[lo : lo + 5000])
+
+    mine = ingest("recallstack", ours_write, size)
+    client = chromadb.PersistentClient(path=str(folder / "raw"))
+    collection = client.create_collection("bench", configuration={"hnsw": {"space": "cosine"}})
+
+    def raw_write() -> None:
+        for lo in range(0, size, 5000):
+            collection.add(
+                ids=ids[lo : lo + 5000],
+                embeddings=data[lo : lo + 5000],
+                metadatas=meta[lo : lo + 5000],
+            )
+
+    theirs = ingest("raw chromadb", raw_write, size)
+    print(f"    ratio of times {theirs / mine:.2f}x")
+    compare(
+        "unfiltered",
+        lambda i: store.query("bench", probes[i], 10),
+        lambda i: collection.query(query_embeddings=[probes[i]], n_results=10),
+        queries,
+    )
+    compare(
+        "resource_id filter 1%",
+        lambda i: store.query("bench", probes[i], 10, filter={"resource_id": "r7"}),
+        lambda i: collection.query(
+            query_embeddings=[probes[i]], n_results=10, where={"resource_id": "r7"}
+        ),
+        queries,
+    )
+
+
 def run(size: int, queries: int, folder: Path) -> None:
     data, probes = clustered(size, queries)
     meta = [{"resource_id": f"r{i % RESOURCES}", "thread_id": f"t{i % 1000}"} for i in range(size)]
     ids = [f"m{i}" for i in range(size)]
-    print(f"\n== {size:,} vectors x {DIM} ==")
+    print(f"\n== Qdrant Edge, {size:,} vectors x {DIM} ==")
 
     store = registry().vector_store(f"qdrant+edge:///{folder / 'ours'}")
     store.create_index("bench", DIM)
@@ -113,10 +173,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--only", choices=["qdrant", "chroma"])
     args = parser.parse_args()
     for size in args.sizes:
-        with tempfile.TemporaryDirectory() as tmp:
-            run(size, args.queries, Path(tmp))
+        for name, bench in (("qdrant", run), ("chroma", run_chroma)):
+            if args.only in (None, name):
+                with tempfile.TemporaryDirectory() as tmp:
+                    bench(size, args.queries, Path(tmp))
 
 
 if __name__ == "__main__":

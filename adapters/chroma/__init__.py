@@ -1,0 +1,95 @@
+"""Chroma: in process (persistent folder or memory) and a `chroma run` server.
+
+The `chromadb` driver is imported only when a store is built. Tests start a
+real server with `chroma run --path TMP --port P` on loopback.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from recallstack.core.capabilities import Capabilities
+from recallstack.core.filters import ALL_OPERATORS
+from recallstack.core.hookspecs import hookimpl
+from recallstack.core.registry import Backend, ConformanceTarget
+
+CAPABILITIES = Capabilities(
+    operators=ALL_OPERATORS,
+    index_types=frozenset({"hnsw"}),
+    exact=False,
+    string_ranges=False,
+)
+"""Chroma compares only numbers, and its HNSW search is approximate."""
+
+
+def _store(url: str, **options: Any) -> Any:
+    from recallstack.adapters.chroma.store import ChromaVectorStore
+
+    return ChromaVectorStore(url, **options)
+
+
+@hookimpl
+def register_vector_stores(register: Callable[[Backend], None]) -> None:
+    register(
+        Backend(
+            kind="vector",
+            name="chroma",
+            schemes=("chroma", "chroma+http"),
+            factory=_store,
+            capabilities=CAPABILITIES,
+            extra="chroma",
+            requires=("chromadb",),
+            description="Chroma, in process or a server (HNSW)",
+        )
+    )
+
+
+@contextmanager
+def _folder() -> Iterator[str]:
+    with tempfile.TemporaryDirectory(prefix="recallstack-chroma-") as tmp:
+        yield f"chroma:///{tmp}"
+
+
+@contextmanager
+def server() -> Iterator[str]:
+    """A real `chroma run` server on a free loopback port, stopped afterwards."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    chroma = shutil.which("chroma") or str(Path(sys.executable).with_name("chroma"))
+    with tempfile.TemporaryDirectory(prefix="recallstack-chroma-server-") as tmp:
+        process = subprocess.Popen(
+            [chroma, "run", "--path", tmp, "--host", "127.0.0.1", "--port", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1)
+                    break
+                except OSError:
+                    if process.poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError("chroma run did not start") from None
+                    time.sleep(0.2)
+            yield f"chroma+http://127.0.0.1:{port}"
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+
+
+@hookimpl
+def register_conformance_targets(register: Callable[[ConformanceTarget], None]) -> None:
+    register(ConformanceTarget(backend="chroma", kind="vector", start=_folder, mode="in process"))
+    register(ConformanceTarget(backend="chroma", kind="vector", start=server, mode="server"))

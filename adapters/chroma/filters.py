@@ -1,0 +1,104 @@
+"""Filters compiled to Chroma `where` documents, exactly, without `$not`.
+
+Chroma has no negation, so a negated subtree is rewritten by De Morgan down
+to its conditions, and each condition has a positive and a negative form over
+the shadow keys of `metadata.py` (`$ne` and `$not_contains` match missing
+keys, which is what a complement needs).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from recallstack.adapters.chroma.metadata import PRESENT, key, path_of
+from recallstack.core.filters import Condition, Logical, Node, Not
+from recallstack.core.metadata import Scalar
+
+NEVER = "\x00never"
+NOTHING: dict[str, Any] = {NEVER: {"$eq": 1}}
+EVERYTHING: dict[str, Any] = {NEVER: {"$ne": 1}}
+_OPPOSITE = {"$gt": "$lte", "$gte": "$lt", "$lt": "$gte", "$lte": "$gt"}
+
+
+def compile_filter(node: Node) -> dict[str, Any]:
+    return _node(node, negate=False)
+
+
+def _join(op: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
+    if not parts:
+        return EVERYTHING if op == "$and" else NOTHING
+    return parts[0] if len(parts) == 1 else {op: parts}
+
+
+def _node(node: Node, negate: bool) -> dict[str, Any]:
+    if isinstance(node, Not):
+        return _node(node.child, not negate)
+    if isinstance(node, Logical):
+        if node.op == "$nor":
+            return _node(Logical("$or", node.children), not negate)
+        op = node.op if not negate else ("$or" if node.op == "$and" else "$and")
+        return _join(op, [_node(c, negate) for c in node.children])
+    return _condition(node, negate)
+
+
+def _condition(c: Condition, negate: bool) -> dict[str, Any]:
+    if c.op == "$exists":
+        wanted = c.value != negate
+        return {PRESENT: {"$contains" if wanted else "$not_contains": path_of(c.path)}}
+    if c.op in ("$eq", "$ne"):
+        return _equals(c.path, c.value, negate != (c.op == "$ne"))
+    if c.op in ("$in", "$nin"):
+        flip = negate != (c.op == "$nin")
+        return _join("$and" if flip else "$or", [_equals(c.path, v, flip) for v in c.value])
+    if c.op == "$all":
+        if not c.value:
+            return EVERYTHING if negate else NOTHING
+        return _join("$or" if negate else "$and", [_equals(c.path, v, negate) for v in c.value])
+    return _range(c.path, c.op, c.value, negate)
+
+
+def _equals(path: tuple[str, ...], value: Scalar, negate: bool) -> dict[str, Any]:
+    """Equal, or a list holding it; None also matches a missing field. Negated: the complement."""
+    join = "$and" if negate else "$or"
+    if value is None:
+        return _join(
+            join,
+            [
+                {key("z", path): {"$ne" if negate else "$eq": True}},
+                {PRESENT: {"$contains" if negate else "$not_contains": path_of(path)}},
+            ],
+        )
+    item: Scalar
+    if isinstance(value, bool):
+        listed, item = "lb", value
+    elif isinstance(value, int | float):
+        listed, item = "ln", float(value)
+    else:
+        listed, item = "ls", value
+    return _join(
+        join,
+        [
+            {key("v", path): {"$ne" if negate else "$eq": item}},
+            {key(listed, path): {"$not_contains" if negate else "$contains": item}},
+        ],
+    )
+
+
+def _range(path: tuple[str, ...], op: str, value: Scalar, negate: bool) -> dict[str, Any]:
+    """A number (or a list's largest/smallest number) compares; negated: none does."""
+    extreme = "mx" if op in ("$gt", "$gte") else "mn"
+    value = float(value)  # type: ignore[arg-type]
+    if not negate:
+        return {
+            "$or": [
+                {key("v", path): {op: value}},
+                {key(extreme, path): {op: value}},
+            ]
+        }
+    opposite = _OPPOSITE[op]
+    return {
+        "$and": [
+            {"$or": [{key("t", path): {"$ne": "n"}}, {key("v", path): {opposite: value}}]},
+            {"$or": [{key("h", path): {"$ne": True}}, {key(extreme, path): {opposite: value}}]},
+        ]
+    }

@@ -1,0 +1,92 @@
+"""How recallstack metadata is stored in Chroma, so that every filter is exact.
+
+Chroma metadata is flat, holds no nulls, no empty or mixed lists, and its
+filters have no `$not`. So each metadata path `f` (keys encoded and joined
+with dots) is stored as shadow keys a filter can address:
+
+| key | holds |
+|---|---|
+| `v\\0f` | a scalar value: str, bool, or a number stored as a float (Chroma mis-compares ints) |
+| `t\\0f` | its type: n(umber) s(tring) b(ool) z (null) l(ist) o(bject) |
+| `z\\0f` | True when the value is null or a list holding null |
+| `ls\\0f`, `ln\\0f`, `lb\\0f` | a list's strings, numbers (as floats), booleans |
+| `mx\\0f`, `mn\\0f`, `h\\0f` | a list's largest and smallest number, and True when it has one |
+| `\\0p` | the paths present |
+| `\\0json` | the metadata itself, for reading back |
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from recallstack.core.key_encoding import encode_key
+from recallstack.core.metadata import Metadata
+
+JSON, PRESENT = "\x00json", "\x00p"
+
+
+def key(kind: str, path: tuple[str, ...]) -> str:
+    return f"{kind}\x00{path_of(path)}"
+
+
+def path_of(path: tuple[str, ...]) -> str:
+    return ".".join(encode_key(p) for p in path)
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "z"
+    if isinstance(value, bool):
+        return "b"
+    if isinstance(value, int | float):
+        return "n"
+    if isinstance(value, str):
+        return "s"
+    return "l" if isinstance(value, list) else "o"
+
+
+def _flatten(
+    value: dict[str, Any], prefix: tuple[str, ...], out: dict[str, Any], present: list[str]
+) -> None:
+    for name, child in value.items():
+        path = (*prefix, name)
+        present.append(path_of(path))
+        out[key("t", path)] = _kind(child)
+        if isinstance(child, dict):
+            _flatten(child, path, out, present)
+        elif isinstance(child, list):
+            strings = [x for x in child if isinstance(x, str)]
+            numbers = [
+                float(x) for x in child if isinstance(x, int | float) and not isinstance(x, bool)
+            ]
+            bools = [x for x in child if isinstance(x, bool)]
+            for kind, items in (("ls", strings), ("ln", numbers), ("lb", bools)):
+                if items:
+                    out[key(kind, path)] = items
+            if numbers:
+                out[key("mx", path)] = max(numbers)
+                out[key("mn", path)] = min(numbers)
+                out[key("h", path)] = True
+            if any(x is None for x in child):
+                out[key("z", path)] = True
+        elif child is None:
+            out[key("z", path)] = True
+        elif isinstance(child, int | float) and not isinstance(child, bool):
+            out[key("v", path)] = float(child)  # Chroma compares ints with floats wrongly
+        else:
+            out[key("v", path)] = child
+
+
+def encode(metadata: Metadata) -> dict[str, Any]:
+    out: dict[str, Any] = {JSON: json.dumps(metadata)}
+    present: list[str] = []
+    _flatten(metadata, (), out, present)
+    if present:
+        out[PRESENT] = present
+    return out
+
+
+def decode(stored: dict[str, Any] | None) -> Metadata:
+    decoded: Metadata = json.loads((stored or {}).get(JSON, "{}"))
+    return decoded

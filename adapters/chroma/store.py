@@ -1,0 +1,230 @@
+"""Chroma vector store: in process (persistent or in memory) and client-server.
+
+URLs: `chroma:///path/to/folder` (PersistentClient), `chroma://:memory:`
+(EphemeralClient; note that Chroma shares one in-memory system per process),
+`chroma+http://host:8000` (HttpClient). One collection per index, named by the
+SQL table rule (valid Chroma names); the logical name, dimension and metric
+live in the collection's metadata. When a query (with its filter) matches at
+most `exact_below` records, they are fetched and scored exactly in numpy:
+Chroma's filtered HNSW can miss matching records. Larger queries go to
+Chroma's HNSW search, which is approximate.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from recallstack.adapters.chroma import CAPABILITIES
+from recallstack.adapters.chroma.filters import compile_filter
+from recallstack.adapters.chroma.metadata import decode, encode
+from recallstack.core.errors import IndexNotFoundError, InvalidInputError
+from recallstack.core.filters import Node
+from recallstack.core.metadata import Metadata
+from recallstack.core.scores import Matrix, best, score
+from recallstack.core.table_names import table_name
+from recallstack.core.vector_store import VectorBatch, VectorStore
+from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult
+
+SPACES: dict[Metric, str] = {"cosine": "cosine", "euclidean": "l2", "dotproduct": "ip"}
+
+
+def connect(url: str) -> Any:
+    import chromadb
+
+    if url == "chroma://:memory:":
+        return chromadb.EphemeralClient()
+    if url.startswith("chroma:///") and len(url) > len("chroma:///"):
+        return chromadb.PersistentClient(path=url[len("chroma:///") :])
+    if url.startswith("chroma+http://"):
+        host, _, port = url[len("chroma+http://") :].rstrip("/").partition(":")
+        return chromadb.HttpClient(host=host, port=int(port or 8000))
+    raise InvalidInputError(
+        f"{url!r}: write chroma:///folder, chroma://:memory: or chroma+http://host:port"
+    )
+
+
+def _replace(collection: Any, ids: list[str], vectors: Any, metadatas: list[Any]) -> None:
+    """Write records whole. Chroma's upsert merges new metadata into the old, which
+    would leave stale shadow keys behind, so existing records are deleted first."""
+    collection.delete(ids=ids)
+    collection.add(ids=ids, embeddings=vectors, metadatas=metadatas)
+
+
+def score_of(distance: float, metric: Metric) -> float:
+    """Chroma's distances: 1 - cosine, squared L2, 1 - inner product."""
+    if metric == "euclidean":
+        return 1.0 / (1.0 + math.sqrt(max(distance, 0.0)))
+    return 1.0 - distance
+
+
+class ChromaVectorStore(VectorStore):
+    backend = "chroma"
+    capabilities = CAPABILITIES
+
+    def __init__(self, url: str, *, exact_below: int = 5000) -> None:
+        self.client = connect(url)
+        self.exact_below = exact_below
+        self._handles: dict[str, tuple[Any, tuple[int, Metric]]] = {}
+
+    def _collections(self) -> dict[str, Any]:
+        found = {}
+        for collection in self.client.list_collections():
+            meta = collection.metadata or {}
+            if "recallstack_name" in meta:
+                found[meta["recallstack_name"]] = collection
+        return found
+
+    def _handle(self, name: str) -> tuple[Any, tuple[int, Metric]] | None:
+        """The collection and its shape, cached (each lookup is a round trip)."""
+        if name not in self._handles:
+            try:
+                collection = self.client.get_collection(table_name(name))
+            except Exception:
+                return None
+            meta = collection.metadata or {}
+            self._handles[name] = (collection, (int(meta["dimension"]), meta["metric"]))
+        return self._handles[name]
+
+    def _collection(self, name: str) -> Any:
+        handle = self._handle(name)
+        if handle is None:
+            raise IndexNotFoundError(name)
+        return handle[0]
+
+    def _shape(self, name: str) -> tuple[int, Metric] | None:
+        handle = self._handle(name)
+        return None if handle is None else handle[1]
+
+    def _create_index(self, name: str, dimension: int, config: IndexConfig) -> None:
+        self.client.get_or_create_collection(
+            table_name(name),
+            metadata={"recallstack_name": name, "dimension": dimension, "metric": config.metric},
+            configuration={
+                "hnsw": {
+                    "space": SPACES[config.metric],
+                    "max_neighbors": config.m,
+                    "ef_construction": config.ef_construction,
+                }
+            },
+        )
+
+    def _list_indexes(self) -> list[str]:
+        return list(self._collections())
+
+    def _delete_index(self, name: str) -> None:
+        self._handles.pop(name, None)
+        self.client.delete_collection(table_name(name))
+
+    def _describe_index(self, name: str) -> IndexStats:
+        shape = self._shape(name)
+        if shape is None:
+            raise IndexNotFoundError(name)
+        return IndexStats(dimension=shape[0], count=self._collection(name).count(), metric=shape[1])
+
+    def _upsert(self, name: str, batch: VectorBatch) -> None:
+        collection = self._collection(name)
+        step = max(1, min(5000, self.client.get_max_batch_size()))
+        for start in range(0, len(batch.ids), step):
+            _replace(
+                collection,
+                batch.ids[start : start + step],
+                batch.vectors[start : start + step],
+                [encode(m) for m in batch.metadata[start : start + step]],
+            )
+
+    def _records(self, name: str, target: list[str] | Node) -> dict[str, Any]:
+        collection = self._collection(name)
+        if isinstance(target, list):
+            return dict(collection.get(ids=target, include=["embeddings", "metadatas"]))
+        return dict(
+            collection.get(where=compile_filter(target), include=["embeddings", "metadatas"])
+        )
+
+    def _update(
+        self, name: str, target: list[str] | Node, vector: Matrix | None, metadata: Metadata | None
+    ) -> None:
+        found = self._records(name, target)
+        if not found["ids"]:
+            return
+        count = len(found["ids"])
+        _replace(
+            self._collection(name),
+            found["ids"],
+            [vector] * count if vector is not None else found["embeddings"],
+            [encode(metadata)] * count if metadata is not None else found["metadatas"],
+        )
+
+    def _delete(self, name: str, target: list[str] | Node) -> None:
+        collection = self._collection(name)
+        if isinstance(target, list):
+            collection.delete(ids=target)
+        else:
+            collection.delete(where=compile_filter(target))
+
+    def _query(
+        self,
+        name: str,
+        vector: Matrix,
+        top_k: int,
+        filter: Node | None,
+        include_vector: bool,
+        min_score: float | None,
+    ) -> list[QueryResult]:
+        shape = self._shape(name)
+        assert shape is not None
+        collection = self._collection(name)
+        where = None if filter is None else compile_filter(filter)
+        if where is None:
+            small = collection.count() <= self.exact_below
+        else:
+            matching = collection.get(where=where, limit=self.exact_below + 1, include=[])["ids"]
+            small = len(matching) <= self.exact_below
+        if small:
+            few = collection.get(where=where, include=["embeddings", "metadatas"])
+            return self._exact(few, vector, shape[1], top_k, include_vector, min_score)
+        include = ["metadatas", "distances", *(["embeddings"] if include_vector else [])]
+        answer = collection.query(
+            query_embeddings=[vector],
+            n_results=max(top_k * 2, top_k + 10),
+            where=where,
+            include=include,
+        )
+        rows = []
+        for n, id_ in enumerate(answer["ids"][0]):
+            score = score_of(float(answer["distances"][0][n]), shape[1])
+            stored = answer["embeddings"][0][n].tolist() if include_vector else None
+            rows.append((score, id_, decode(answer["metadatas"][0][n]), stored))
+        rows.sort(key=lambda row: (-row[0], row[1]))
+        if min_score is not None:
+            rows = [row for row in rows if row[0] >= min_score]
+        return [
+            QueryResult.model_construct(id=id_, score=score, metadata=meta, vector=stored)
+            for score, id_, meta, stored in rows[:top_k]
+        ]
+
+    def _exact(
+        self,
+        found: Any,
+        vector: Matrix,
+        metric: Metric,
+        top_k: int,
+        include_vector: bool,
+        min_score: float | None,
+    ) -> list[QueryResult]:
+        """Score a small candidate set exactly, rather than trust filtered HNSW."""
+        if not found["ids"]:
+            return []
+        matrix = np.asarray(found["embeddings"], dtype=np.float32)
+        scores = score(matrix, vector, metric)
+        return [
+            QueryResult.model_construct(
+                id=found["ids"][i],
+                score=float(scores[i]),
+                metadata=decode(found["metadatas"][i]),
+                vector=matrix[i].tolist() if include_vector else None,
+            )
+            for i in best(scores, found["ids"], top_k, min_score)
+        ]

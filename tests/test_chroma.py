@@ -1,0 +1,50 @@
+"""Chroma specifics: the shadow metadata, URLs, scores, and whole-record writes."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from recallstack.adapters.chroma.metadata import decode, encode
+from recallstack.adapters.chroma.store import connect, score_of
+from recallstack.core.errors import InvalidInputError
+from recallstack.core.registry import registry
+
+
+def test_shadow_keys_and_round_trip() -> None:
+    metadata = {"n": 1, "l": [2, "x", True, None, 3.5], "o": {"k": None}, "e": []}
+    stored = encode(metadata)
+    assert decode(stored) == metadata
+    assert stored["v\x00n"] == 1.0 and isinstance(stored["v\x00n"], float)
+    assert (stored["ln\x00l"], stored["ls\x00l"], stored["lb\x00l"]) == ([2.0, 3.5], ["x"], [True])
+    assert (stored["mx\x00l"], stored["mn\x00l"], stored["z\x00l"]) == (3.5, 2.0, True)
+    assert stored["t\x00o"] == "o" and stored["z\x00o.k"] is True
+    assert stored["\x00p"] == ["n", "l", "o", "o.k", "e"]
+    assert all(v != [] for v in stored.values())  # Chroma refuses empty lists
+
+
+def test_scores_from_chroma_distances() -> None:
+    assert score_of(0.25, "cosine") == pytest.approx(0.75)
+    assert score_of(25.0, "euclidean") == pytest.approx(1 / (1 + 5))  # squared L2
+    assert score_of(-4.0, "dotproduct") == pytest.approx(5.0)
+    assert math.isfinite(score_of(-1e-9, "euclidean"))
+
+
+@pytest.mark.parametrize("url", ["chroma:///", "chroma://x", "chroma+https://x"])
+def test_bad_urls(url: str) -> None:
+    with pytest.raises(InvalidInputError):
+        connect(url)
+
+
+def test_rewriting_a_record_drops_its_old_keys(tmp_path: Path) -> None:
+    store = registry().vector_store(f"chroma:///{tmp_path}")
+    store.create_index("i", 2)
+    store.upsert("i", ["a"], [[1, 0]], [{"old": 1, "k": None}])
+    store.upsert("i", ["a"], [[1, 0]], [{"new": 2}])
+    assert store.query("i", [1, 0], 5, filter={"old": {"$exists": True}}) == []
+    assert store.query("i", [1, 0], 5, filter={"k": None})[0].metadata == {"new": 2}
+    store.update("i", id="a", metadata={"k": True})
+    assert store.query("i", [1, 0], 5, filter={"new": {"$exists": True}}) == []
+    assert store.describe_index("i").count == 1
