@@ -12,9 +12,9 @@ from recallstack.core.config import MemoryConfig, SemanticRecallConfig
 from recallstack.core.embedder import Embedder
 from recallstack.core.errors import InvalidInputError, NotFoundError
 from recallstack.core.message_history import MessageHistory
-from recallstack.core.messages import Message
+from recallstack.core.messages import Message, utc_now
 from recallstack.core.metadata import normalize_metadata
-from recallstack.core.records import Thread, ThreadPage
+from recallstack.core.records import Resource, Thread, ThreadPage
 from recallstack.core.registry import registry
 from recallstack.core.semantic_recall import Hit, SemanticRecall
 from recallstack.core.storage import Storage
@@ -111,6 +111,21 @@ class Memory:
         if self.semantic is None:
             raise InvalidInputError("this Memory has no embedder, so no semantic recall")
         return self.semantic
+
+    # ---- resources ----------------------------------------------------------------
+
+    def get_resource(self, resource_id: str) -> Resource | None:
+        return self.storage.get_resource(resource_id)
+
+    def update_resource(self, resource_id: str, metadata: Mapping[str, Any]) -> Resource:
+        """Create or update a resource (usually a user) and its metadata."""
+        existing = self.storage.get_resource(resource_id)
+        resource = (
+            existing.model_copy(update={"metadata": dict(metadata), "updated_at": utc_now()})
+            if existing is not None
+            else Resource(id=resource_id, metadata=dict(metadata))
+        )
+        return self.storage.save_resource(resource)
 
     # ---- threads ----------------------------------------------------------------
 

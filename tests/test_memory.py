@@ -475,3 +475,24 @@ def test_no_query_no_embedder_call(
     memory.recall("trip")
     assert memory.semantic.embedder.calls == calls  # type: ignore[union-attr]
     assert vectors.queries == 0
+
+
+def test_resources(backends: tuple[Storage, VectorStore]) -> None:
+    memory = memory_on(backends)
+    assert memory.get_resource("ada") is None
+    created = memory.update_resource("ada", {"name": "Ada"})
+    updated = memory.update_resource("ada", {"name": "Ada L."})
+    assert updated.created_at == created.created_at
+    resource = memory.get_resource("ada")
+    assert resource is not None and resource.metadata == {"name": "Ada L."}
+
+
+def test_the_default_is_libsql_at_local_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    memory = Memory(embedder=HashEmbedder(16), options={"semantic_recall": True})
+    assert isinstance(memory.storage, LibSQLStorage)
+    assert memory.semantic is not None and isinstance(memory.semantic.vector, LibSQLVectorStore)
+    memory.create_thread("ada", thread_id="t")
+    memory.save_messages([Message(id="m", thread_id="t", role="user", content="hello")])
+    assert (tmp_path / "local.db").exists()
+    assert memory.recall("t", vector_search_string="hello").hits[0].message_id == "m"
