@@ -113,7 +113,7 @@ def run(url: str, size: int, queries: int) -> None:
         conn.execute("SET hnsw.ef_search = 40")
         conn.execute("SET hnsw.iterative_scan = relaxed_order")
         unfiltered_sql = (
-            f"SELECT id, metadata, embedding <=> %s AS d FROM {table} ORDER BY d LIMIT 20"
+            f"SELECT id, metadata, embedding <=> %s AS d FROM {table} ORDER BY d LIMIT 11"
         )
         where, params = compile_filter(parse_filter(flt))  # the adapter's own SQL
         filtered_sql = (

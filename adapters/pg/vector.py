@@ -352,11 +352,27 @@ class PgVectorStore(VectorStore):
     ) -> list[tuple[Any, ...]]:
         """The ANN index with an iterative scan (a session setting), so filters fill top_k.
 
-        It fetches some extra candidates, so that ties at the cut are ordered by id
-        like everywhere else once the caller sorts; a large top_k raises ef_search
-        for this query.
+        It fetches one row more than asked; when that row ties with the last one,
+        it asks again for more, so that ties at the cut are ordered by id like
+        everywhere else once the caller sorts.
         """
-        fetch = max(top_k * 2, top_k + 10)
+        fetch = top_k + 1
+        while True:
+            rows = self._nearest(name, info, fields, op, where, params, fetch)
+            if len(rows) < fetch or rows[top_k - 1][-1] != rows[top_k][-1]:
+                return rows
+            fetch *= 4
+
+    def _nearest(
+        self,
+        name: str,
+        info: _Info,
+        fields: str,
+        op: str,
+        where: str,
+        params: list[Any],
+        fetch: int,
+    ) -> list[tuple[Any, ...]]:
         sql = (
             f"SELECT {fields}, embedding {op} %s AS d FROM {info.table} WHERE {where} "
             f"ORDER BY d LIMIT {int(fetch)}"

@@ -89,7 +89,7 @@ class ClientDriver:
                     vectors_config=m.VectorParams(size=dimension, distance=distance),
                     hnsw_config=m.HnswConfigDiff(m=config.m, ef_construct=config.ef_construction),
                 )
-                for key in INDEXED_FIELDS:
+                for key in INDEXED_FIELDS if self._serial is None else ():  # local mode has none
                     self.client.create_payload_index(
                         collection, key, field_schema=m.PayloadSchemaType.KEYWORD
                     )

@@ -131,14 +131,16 @@ class QdrantVectorStore(VectorStore):
         shape = self._shape(name)
         assert shape is not None
         metric = shape[1]
-        hits = self.driver.search(
-            name,
-            vector.tolist(),
-            max(top_k * 2, top_k + 10),  # extra candidates, so ties at the cut sort by id
-            None if filter is None else compile_filter(filter, self.driver.dialect),
-            include_vector,
-            self.search == "exact",
-        )
+        compiled = None if filter is None else compile_filter(filter, self.driver.dialect)
+        query = vector.tolist()
+        fetch = top_k + 1  # one more: when it ties with the last, ask for more (ties sort by id)
+        while True:
+            hits = self.driver.search(
+                name, query, fetch, compiled, include_vector, self.search == "exact"
+            )
+            if len(hits) < fetch or hits[top_k - 1][1] != hits[top_k][1]:
+                break
+            fetch *= 4
         scored = []
         for payload, raw, stored in hits:
             id_, metadata = decode(payload)
