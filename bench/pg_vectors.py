@@ -34,13 +34,20 @@ DIM = 384
 RESOURCES = 100
 
 
-def timed(fn: Callable[[int], Any], n: int) -> list[float]:
-    out = []
+def interleaved(
+    ours: Callable[[int], Any], raw: Callable[[int], Any], n: int
+) -> tuple[list[float], list[float]]:
+    """Time both on the same probes, alternating, after a warm-up: no order bias."""
+    for i in range(min(n, 50)):
+        ours(i)
+        raw(i)
+    mine, theirs = [], []
     for i in range(n):
-        start = time.perf_counter()
-        fn(i)
-        out.append(time.perf_counter() - start)
-    return out
+        for fn, out in ((ours, mine), (raw, theirs)) if i % 2 else ((raw, theirs), (ours, mine)):
+            start = time.perf_counter()
+            fn(i)
+            out.append(time.perf_counter() - start)
+    return mine, theirs
 
 
 def p50_p95(samples: list[float]) -> tuple[float, float]:
@@ -94,48 +101,38 @@ def run(url: str, size: int, queries: int) -> None:
     print(f"{'HNSW build (m 16, ef_construction 64)':42s} {build:10.1f} s")
 
     flt = {"resource_id": "r7"}
-    ours = show(
-        "query, unfiltered (HNSW)", timed(lambda i: store.query(name, probes[i], 10), queries)
+    table = table_name(name)
+    where, params = compile_filter(parse_filter(flt))  # the adapter's own SQL
+    unfiltered_sql = f"SELECT id, metadata, embedding <=> %s AS d FROM {table} ORDER BY d LIMIT 11"
+    filtered_sql = (
+        "WITH c AS MATERIALIZED (SELECT * FROM (SELECT id, metadata, embedding "
+        f"FROM {table} WHERE {where} OFFSET 0) f LIMIT 5001) "
+        "SELECT id, metadata, d, (SELECT count(*) FROM c) FROM "
+        "(SELECT id, metadata, embedding <=> %s AS d FROM c) s ORDER BY d, id LIMIT 10"
     )
-    ours_f = show(
-        "query, resource_id filter 1% (exact path)",
-        timed(lambda i: store.query(name, probes[i], 10, filter=flt), queries),
-    )
+    with psycopg.connect(url, autocommit=True) as conn:
+        register_vector(conn)
+        for label, ours, raw in (
+            (
+                "unfiltered (HNSW)",
+                lambda i: store.query(name, probes[i], 10),
+                lambda i: conn.execute(unfiltered_sql, (probes[i],)).fetchall(),
+            ),
+            (
+                "resource_id filter 1% (exact path)",
+                lambda i: store.query(name, probes[i], 10, filter=flt),
+                lambda i: conn.execute(filtered_sql, (*params, probes[i])).fetchall(),
+            ),
+        ):
+            mine, theirs = interleaved(ours, raw, queries)
+            p50 = show(f"query, {label}", mine)
+            raw_p50 = show("    the same SQL through raw psycopg", theirs)
+            print(f"{'    ratio recallstack / raw':42s} {p50 / raw_p50:10.2f}x")
     found = 0
     for q in probes[:50]:
         truth = {r.id for r in exact.query(name, q, 10)}
         found += len(truth & {r.id for r in store.query(name, q, 10)})
     print(f"{'recall@10 of HNSW vs exact (50 queries)':42s} {found / 500:10.3f}")
-
-    table = table_name(name)
-    with psycopg.connect(url, autocommit=True) as conn:
-        register_vector(conn)
-        conn.execute("SET hnsw.ef_search = 40")
-        conn.execute("SET hnsw.iterative_scan = relaxed_order")
-        unfiltered_sql = (
-            f"SELECT id, metadata, embedding <=> %s AS d FROM {table} ORDER BY d LIMIT 11"
-        )
-        where, params = compile_filter(parse_filter(flt))  # the adapter's own SQL
-        filtered_sql = (
-            "WITH c AS MATERIALIZED (SELECT * FROM (SELECT id, metadata, embedding "
-            f"FROM {table} WHERE {where} OFFSET 0) f LIMIT 5001) "
-            "SELECT id, metadata, d, (SELECT count(*) FROM c) FROM "
-            "(SELECT id, metadata, embedding <=> %s AS d FROM c) s ORDER BY d, id LIMIT 10"
-        )
-
-        raw = show(
-            "raw psycopg, same SQL, unfiltered",
-            timed(lambda i: conn.execute(unfiltered_sql, (probes[i],)).fetchall(), queries),
-        )
-        raw_f = show(
-            "raw psycopg, same SQL, filtered",
-            timed(
-                lambda i: conn.execute(filtered_sql, (*params, probes[i])).fetchall(),
-                queries,
-            ),
-        )
-    print(f"{'ratio recallstack / raw, unfiltered':42s} {ours / raw:10.2f}x")
-    print(f"{'ratio recallstack / raw, filtered':42s} {ours_f / raw_f:10.2f}x")
     store.delete_index(name)
     store.close()
     exact.close()

@@ -132,3 +132,21 @@ def test_missing_pgvector_is_a_clear_error(pg_url: str) -> None:
     as_plain = parts._replace(netloc="plain@" + parts.netloc.split("@", 1)[-1]).geturl()
     with pytest.raises(BackendError, match="pgvector extension is not installed"):
         PgVectorStore(as_plain)
+
+
+def test_an_unselective_filter_still_fills_top_k(pg_url: str) -> None:
+    """Above `exact_below`, HNSW answers with an iterative scan: 2% of rows still give 10."""
+    store = PgVectorStore(pg_url, exact_below=10)
+    exact = PgVectorStore(pg_url, search="exact")
+    store.create_index("u", 16)
+    data = np.random.default_rng(4).normal(size=(3000, 16)).astype(np.float32)
+    meta = [{"bucket": "some" if i % 50 == 0 else "other"} for i in range(3000)]
+    store.upsert("u", [f"v{i}" for i in range(3000)], data, meta)
+    found = 0
+    for q in data[:10]:
+        hits = store.query("u", q, 10, filter={"bucket": "some"})
+        assert len(hits) == 10
+        assert all(h.metadata["bucket"] == "some" for h in hits)
+        truth = {h.id for h in exact.query("u", q, 10, filter={"bucket": "some"})}
+        found += len(truth & {h.id for h in hits})
+    assert found / 100 >= 0.9

@@ -13,10 +13,7 @@ Migration = Callable[[Any], None]
 
 
 class Database:
-    """Connections from a pool (yours, or one made from the URL) with pgvector ready.
-
-    `settings` are session settings applied to every new connection of the pool.
-    """
+    """Connections from a pool (yours, or one made from the URL) with pgvector ready."""
 
     def __init__(
         self,
@@ -26,7 +23,6 @@ class Database:
         min_size: int = 1,
         max_size: int = 8,
         vector: bool = True,
-        settings: dict[str, str] | None = None,
     ) -> None:
         import psycopg
         from psycopg_pool import ConnectionPool
@@ -34,14 +30,7 @@ class Database:
         if vector:
             _ensure_extension(url)
         if pool is None:
-            session = dict(settings or {})
-
-            def configure(conn: Any) -> None:
-                if vector:
-                    _register_vector(conn)
-                for name, value in session.items():
-                    conn.execute("SELECT set_config(%s, %s, false)", (name, value))
-
+            configure = _register_vector if vector else None
             pool = ConnectionPool(
                 url.replace("postgres://", "postgresql://", 1),
                 min_size=min_size,
