@@ -6,12 +6,13 @@ inner product. Higher is better on every metric, so a threshold is portable.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from recallstack.core.vectors import Metric
+from recallstack.core.vectors import Metric, QueryResult
 
 Matrix = npt.NDArray[np.float32]
 _CHUNK = 8192  # rows per step of the euclidean path, to bound its memory
@@ -76,3 +77,19 @@ def best(
         keep = keep[scores[keep] >= cutoff]
     ranked = sorted(keep.tolist(), key=lambda i: (-scores[i], ids[i]))
     return ranked[:top_k]
+
+
+def ranked(
+    rows: Iterable[tuple[float, str, dict[str, Any], list[float] | None]],
+    top_k: int,
+    min_score: float | None,
+) -> list[QueryResult]:
+    """Backend answers as (score, id, metadata, vector): best first, ties by id,
+    at least `min_score`, at most `top_k`."""
+    ordered = sorted(rows, key=lambda row: (-row[0], row[1]))
+    if min_score is not None:
+        ordered = [row for row in ordered if row[0] >= min_score]
+    return [
+        QueryResult.model_construct(id=id_, score=score, metadata=metadata, vector=vector)
+        for score, id_, metadata, vector in ordered[:top_k]
+    ]

@@ -23,7 +23,7 @@ from recallstack.adapters.chroma.metadata import decode, encode
 from recallstack.core.errors import IndexNotFoundError, InvalidInputError
 from recallstack.core.filters import Node
 from recallstack.core.metadata import Metadata
-from recallstack.core.scores import Matrix, best, score
+from recallstack.core.scores import Matrix, best, ranked, score
 from recallstack.core.table_names import table_name
 from recallstack.core.vector_store import VectorBatch, VectorStore
 from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult
@@ -197,13 +197,7 @@ class ChromaVectorStore(VectorStore):
             score = score_of(float(answer["distances"][0][n]), shape[1])
             stored = answer["embeddings"][0][n].tolist() if include_vector else None
             rows.append((score, id_, decode(answer["metadatas"][0][n]), stored))
-        rows.sort(key=lambda row: (-row[0], row[1]))
-        if min_score is not None:
-            rows = [row for row in rows if row[0] >= min_score]
-        return [
-            QueryResult.model_construct(id=id_, score=score, metadata=meta, vector=stored)
-            for score, id_, meta, stored in rows[:top_k]
-        ]
+        return ranked(rows, top_k, min_score)
 
     def _exact(
         self,

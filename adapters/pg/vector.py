@@ -22,7 +22,7 @@ from recallstack.adapters.pg.sql_filters import compile_filter, index_statements
 from recallstack.core.errors import BackendError, IndexNotFoundError
 from recallstack.core.filters import Node
 from recallstack.core.metadata import Metadata
-from recallstack.core.scores import Matrix, from_distance
+from recallstack.core.scores import Matrix, from_distance, ranked
 from recallstack.core.table_names import table_name
 from recallstack.core.vector_store import VectorBatch, VectorStore
 from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult
@@ -280,21 +280,19 @@ class PgVectorStore(VectorStore):
             rows = self._selective(name, info, fields, op, where, [vector, *params], top_k)
         if rows is None:
             rows = self._approximate(name, info, fields, op, where, [vector, *params], top_k)
-        scored = sorted(
-            ((from_distance(float(row[-1]), info.metric), row) for row in rows),
-            key=lambda pair: (-pair[0], pair[1][0]),
+        return ranked(
+            (
+                (
+                    from_distance(float(row[-1]), info.metric),
+                    row[0],
+                    row[1],
+                    row[2].to_list() if include_vector else None,
+                )
+                for row in rows
+            ),
+            top_k,
+            min_score,
         )
-        if min_score is not None:
-            scored = [pair for pair in scored if pair[0] >= min_score]
-        return [
-            QueryResult.model_construct(
-                id=row[0],
-                score=score,
-                metadata=row[1],
-                vector=row[2].to_list() if include_vector else None,
-            )
-            for score, row in scored[:top_k]
-        ]
 
     def _ann_ready(self, info: _Info) -> bool:
         if info.config.type == "hnsw":

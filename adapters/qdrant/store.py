@@ -18,7 +18,7 @@ from recallstack.adapters.qdrant.payload import decode, encode, point_id
 from recallstack.core.errors import IndexNotFoundError
 from recallstack.core.filters import Node
 from recallstack.core.metadata import Metadata
-from recallstack.core.scores import Matrix
+from recallstack.core.scores import Matrix, ranked
 from recallstack.core.vector_store import VectorBatch, VectorStore
 from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult
 
@@ -148,10 +148,4 @@ class QdrantVectorStore(VectorStore):
             if stored is not None and metric == "cosine":
                 stored = [x * payload.get("n", 1.0) for x in stored]
             scored.append((score, id_, metadata, stored))
-        scored.sort(key=lambda row: (-row[0], row[1]))
-        if min_score is not None:
-            scored = [row for row in scored if row[0] >= min_score]
-        return [
-            QueryResult.model_construct(id=id_, score=score, metadata=metadata, vector=stored)
-            for score, id_, metadata, stored in scored[:top_k]
-        ]
+        return ranked(scored, top_k, min_score)
