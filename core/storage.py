@@ -73,7 +73,15 @@ class Storage(ABC):
         _check_paging(page, per_page)
         if order_by not in ("created_at", "updated_at") or order not in ("asc", "desc"):
             raise InvalidInputError(f"cannot order threads by {order_by!r} {order!r}")
-        return self._list_threads(resource_id, page, per_page, order_by, order)
+        limit, offset = _window(page, per_page)
+        items, total = self._list_threads(resource_id, order_by, order, limit, offset)
+        return ThreadPage(
+            items=items,
+            total=total,
+            page=page,
+            per_page=per_page,
+            has_more=_has_more(page, per_page, total),
+        )
 
     # ---- messages -------------------------------------------------------------
 
@@ -137,8 +145,19 @@ class Storage(ABC):
             raise InvalidInputError(f"order must be 'asc' or 'desc', got {order!r}")
         start = None if start is None else as_utc(start)
         end = None if end is None else as_utc(end)
-        return self._list_messages(
-            thread_id, resource_id, page, per_page, order, start, end, list(include)
+        limit, offset = _window(page, per_page)
+        items, total = self._list_messages(thread_id, resource_id, order, start, end, limit, offset)
+        chosen = {m.id: m for m in items}
+        if include:
+            for m in self._include_windows(list(include), resource_id):
+                chosen.setdefault(m.id, m)
+        messages = sorted(chosen.values(), key=lambda m: m.sort_key, reverse=order == "desc")
+        return MessagePage(
+            items=messages,
+            total=total,
+            page=page,
+            per_page=per_page,
+            has_more=_has_more(page, per_page, total),
         )
 
     def delete_messages(self, ids: Sequence[str]) -> None:
@@ -191,11 +210,12 @@ class Storage(ABC):
     def _list_threads(
         self,
         resource_id: str,
-        page: int,
-        per_page: int | None,
         order_by: ThreadOrderBy,
         order: Order,
-    ) -> ThreadPage: ...
+        limit: int | None,
+        offset: int,
+    ) -> tuple[list[Thread], int]:
+        """(up to `limit` threads from `offset`, `None` meaning all; the total count)."""
 
     @abstractmethod
     def _save_messages(self, messages: list[Message]) -> None: ...
@@ -208,13 +228,17 @@ class Storage(ABC):
         self,
         thread_id: str,
         resource_id: str | None,
-        page: int,
-        per_page: int | None,
         order: Order,
         start: datetime | None,
         end: datetime | None,
-        include: list[Include],
-    ) -> MessagePage: ...
+        limit: int | None,
+        offset: int,
+    ) -> tuple[list[Message], int]:
+        """(up to `limit` messages from `offset` in `order`, `None` meaning all; the total)."""
+
+    @abstractmethod
+    def _include_windows(self, include: list[Include], resource_id: str | None) -> list[Message]:
+        """Each included message and its neighbours in its own thread, in one round trip."""
 
     @abstractmethod
     def _delete_messages(self, ids: list[str]) -> None: ...
@@ -227,6 +251,18 @@ class Storage(ABC):
 
     @abstractmethod
     def _index_names(self) -> list[str]: ...
+
+
+def _window(page: int, per_page: int | None) -> tuple[int | None, int]:
+    """(limit, offset) of a page; `per_page=None` is everything on page 0, nothing after."""
+    if per_page is None:
+        return (None, 0) if page == 0 else (0, 0)
+    return per_page, page * per_page
+
+
+def _has_more(page: int, per_page: int | None, total: int) -> bool:
+    """Whether items lie beyond this page (an empty `per_page=0` page has more when any exist)."""
+    return per_page is not None and (page + 1) * per_page < total
 
 
 def _check_paging(page: int, per_page: int | None) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from recallstack.adapters.libsql.database import Database
 from recallstack.core.messages import Message
-from recallstack.core.records import Include, MessagePage, Resource, Thread, ThreadPage
+from recallstack.core.records import Include, Resource, Thread
 from recallstack.core.storage import Order, Storage, ThreadOrderBy
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -165,31 +165,21 @@ class LibSQLStorage(Storage):
     def _list_threads(
         self,
         resource_id: str,
-        page: int,
-        per_page: int | None,
         order_by: ThreadOrderBy,
         order: Order,
-    ) -> ThreadPage:
+        limit: int | None,
+        offset: int,
+    ) -> tuple[list[Thread], int]:
         direction = "DESC" if order == "desc" else "ASC"
-        limit = -1 if per_page is None else per_page
-        offset = 0 if per_page is None else page * per_page
-        if per_page is None and page > 0:
-            limit = 0
         rows = self.db.query(
             f"SELECT * FROM recallstack_threads WHERE resource_id = ? "
             f"ORDER BY {order_by} {direction}, id {direction} LIMIT ? OFFSET ?",
-            (resource_id, limit, offset),
+            (resource_id, -1 if limit is None else limit, offset),
         )
         (total,) = self.db.query(
             "SELECT count(*) FROM recallstack_threads WHERE resource_id = ?", (resource_id,)
         )[0]
-        return ThreadPage(
-            items=[_thread(r) for r in rows],
-            total=total,
-            page=page,
-            per_page=per_page,
-            has_more=per_page is not None and offset + per_page < total,
-        )
+        return [_thread(r) for r in rows], total
 
     # ---- messages -------------------------------------------------------------
 
@@ -233,13 +223,12 @@ class LibSQLStorage(Storage):
         self,
         thread_id: str,
         resource_id: str | None,
-        page: int,
-        per_page: int | None,
         order: Order,
         start: datetime | None,
         end: datetime | None,
-        include: list[Include],
-    ) -> MessagePage:
+        limit: int | None,
+        offset: int,
+    ) -> tuple[list[Message], int]:
         where = ["thread_id = ?"]
         params: list[Any] = [thread_id]
         if resource_id is not None:
@@ -255,27 +244,17 @@ class LibSQLStorage(Storage):
         (total,) = self.db.query(
             f"SELECT count(*) FROM recallstack_messages WHERE {condition}", params
         )[0]
+        if limit == 0:
+            return [], total
         direction = "DESC" if order == "desc" else "ASC"
-        chosen: dict[str, Message] = {}
-        if per_page != 0 and not (per_page is None and page > 0):
-            limit = -1 if per_page is None else per_page
-            offset = 0 if per_page is None else page * per_page
-            rows = self.db.query(
-                f"SELECT {MESSAGE_COLUMNS} FROM recallstack_messages WHERE {condition} "
-                f"ORDER BY created_at {direction}, id {direction} LIMIT ? OFFSET ?",
-                [*params, limit, offset],
-            )
-            chosen = {r[0]: _message(r) for r in rows}
-        if include:
-            for m in self._windows(include, resource_id):
-                chosen.setdefault(m.id, m)
-        messages = sorted(chosen.values(), key=lambda m: m.sort_key, reverse=order == "desc")
-        has_more = per_page is not None and per_page > 0 and (page + 1) * per_page < total
-        return MessagePage(
-            items=messages, total=total, page=page, per_page=per_page, has_more=has_more
+        rows = self.db.query(
+            f"SELECT {MESSAGE_COLUMNS} FROM recallstack_messages WHERE {condition} "
+            f"ORDER BY created_at {direction}, id {direction} LIMIT ? OFFSET ?",
+            [*params, -1 if limit is None else limit, offset],
         )
+        return [_message(r) for r in rows], total
 
-    def _windows(self, include: list[Include], resource_id: str | None) -> list[Message]:
+    def _include_windows(self, include: list[Include], resource_id: str | None) -> list[Message]:
         """Every include window in one statement of index-backed cursor queries.
 
         For each target: the target itself, `before` messages of its own thread

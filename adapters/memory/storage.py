@@ -7,17 +7,14 @@ from datetime import datetime
 from typing import TypeVar
 
 from recallstack.core.messages import Message
-from recallstack.core.records import Include, MessagePage, Resource, Thread, ThreadPage
+from recallstack.core.records import Include, Resource, Thread
 from recallstack.core.storage import Order, Storage, ThreadOrderBy
 
 T = TypeVar("T")
 
 
-def page_of(items: list[T], page: int, per_page: int | None) -> tuple[list[T], bool]:
-    """Slice one page out of a full, ordered list; returns (page, has_more)."""
-    if per_page is None:
-        return (items if page == 0 else []), False
-    return items[page * per_page : (page + 1) * per_page], (page + 1) * per_page < len(items)
+def _slice(items: list[T], limit: int | None, offset: int) -> list[T]:
+    return items[offset:] if limit is None else items[offset : offset + limit]
 
 
 class InMemoryStorage(Storage):
@@ -54,18 +51,15 @@ class InMemoryStorage(Storage):
     def _list_threads(
         self,
         resource_id: str,
-        page: int,
-        per_page: int | None,
         order_by: ThreadOrderBy,
         order: Order,
-    ) -> ThreadPage:
+        limit: int | None,
+        offset: int,
+    ) -> tuple[list[Thread], int]:
         with self._lock:
             threads = [t for t in self._threads.values() if t.resource_id == resource_id]
         threads.sort(key=lambda t: (getattr(t, order_by), t.id), reverse=order == "desc")
-        items, has_more = page_of(threads, page, per_page)
-        return ThreadPage(
-            items=items, total=len(threads), page=page, per_page=per_page, has_more=has_more
-        )
+        return _slice(threads, limit, offset), len(threads)
 
     def _save_messages(self, messages: list[Message]) -> None:
         with self._lock:
@@ -84,13 +78,12 @@ class InMemoryStorage(Storage):
         self,
         thread_id: str,
         resource_id: str | None,
-        page: int,
-        per_page: int | None,
         order: Order,
         start: datetime | None,
         end: datetime | None,
-        include: list[Include],
-    ) -> MessagePage:
+        limit: int | None,
+        offset: int,
+    ) -> tuple[list[Message], int]:
         with self._lock:
             in_thread = [
                 m
@@ -99,22 +92,21 @@ class InMemoryStorage(Storage):
                 and (start is None or m.created_at >= start)
                 and (end is None or m.created_at <= end)
             ]
-            if order == "desc":
-                in_thread.reverse()
-            items, has_more = page_of(in_thread, page, per_page)
-            chosen = {m.id: m for m in items}
+        if order == "desc":
+            in_thread.reverse()
+        return _slice(in_thread, limit, offset), len(in_thread)
+
+    def _include_windows(self, include: list[Include], resource_id: str | None) -> list[Message]:
+        found: list[Message] = []
+        with self._lock:
             for inc in include:
                 target = self._messages.get(inc.id)
                 if target is None or resource_id not in (None, target.resource_id):
                     continue
                 neighbours = self._thread_messages(target.thread_id)
                 at = neighbours.index(target)
-                for m in neighbours[max(0, at - inc.before) : at + inc.after + 1]:
-                    chosen[m.id] = m
-        messages = sorted(chosen.values(), key=lambda m: m.sort_key, reverse=order == "desc")
-        return MessagePage(
-            items=messages, total=len(in_thread), page=page, per_page=per_page, has_more=has_more
-        )
+                found += neighbours[max(0, at - inc.before) : at + inc.after + 1]
+        return found
 
     def _delete_messages(self, ids: list[str]) -> None:
         with self._lock:

@@ -7,7 +7,7 @@ from typing import Any
 
 from recallstack.adapters.pg.database import Database
 from recallstack.core.messages import Message
-from recallstack.core.records import Include, MessagePage, Resource, Thread, ThreadPage
+from recallstack.core.records import Include, Resource, Thread
 from recallstack.core.storage import Order, Storage, ThreadOrderBy
 
 COLUMNS = "id, thread_id, resource_id, role, content, created_at, metadata"
@@ -159,32 +159,22 @@ class PgStorage(Storage):
     def _list_threads(
         self,
         resource_id: str,
-        page: int,
-        per_page: int | None,
         order_by: ThreadOrderBy,
         order: Order,
-    ) -> ThreadPage:
+        limit: int | None,
+        offset: int,
+    ) -> tuple[list[Thread], int]:
         direction = "DESC" if order == "desc" else "ASC"
-        limit = None if per_page is None else per_page
-        offset = 0 if per_page is None else page * per_page
-        rows = []
-        if not (per_page is None and page > 0):
-            rows = self.db.query(
-                "SELECT id, resource_id, title, metadata, created_at, updated_at "
-                f"FROM recallstack_threads WHERE resource_id = %s "
-                f"ORDER BY {order_by} {direction}, id {direction} LIMIT %s OFFSET %s",
-                (resource_id, limit, offset),
-            )
+        rows = self.db.query(
+            "SELECT id, resource_id, title, metadata, created_at, updated_at "
+            f"FROM recallstack_threads WHERE resource_id = %s "
+            f"ORDER BY {order_by} {direction}, id {direction} LIMIT %s OFFSET %s",
+            (resource_id, limit, offset),
+        )
         ((total,),) = self.db.query(
             "SELECT count(*) FROM recallstack_threads WHERE resource_id = %s", (resource_id,)
         )
-        return ThreadPage(
-            items=[_thread(r) for r in rows],
-            total=total,
-            page=page,
-            per_page=per_page,
-            has_more=per_page is not None and offset + per_page < total,
-        )
+        return [_thread(r) for r in rows], total
 
     def _save_messages(self, messages: list[Message]) -> None:
         rows = [
@@ -223,13 +213,12 @@ class PgStorage(Storage):
         self,
         thread_id: str,
         resource_id: str | None,
-        page: int,
-        per_page: int | None,
         order: Order,
         start: datetime | None,
         end: datetime | None,
-        include: list[Include],
-    ) -> MessagePage:
+        limit: int | None,
+        offset: int,
+    ) -> tuple[list[Message], int]:
         where = (
             "thread_id = %(thread)s AND (%(resource)s::text IS NULL OR resource_id = %(resource)s) "
             "AND (%(start)s::timestamptz IS NULL OR created_at >= %(start)s) "
@@ -244,30 +233,18 @@ class PgStorage(Storage):
         ((total,),) = self.db.query(
             f"SELECT count(*) FROM recallstack_messages WHERE {where}", params
         )
+        if limit == 0:
+            return [], total
         direction = "DESC" if order == "desc" else "ASC"
-        chosen: dict[str, Message] = {}
-        if per_page != 0 and not (per_page is None and page > 0):
-            rows = self.db.query(
-                f"SELECT {COLUMNS} FROM recallstack_messages WHERE {where} "
-                f"ORDER BY created_at {direction}, id {direction} "
-                "LIMIT %(limit)s OFFSET %(offset)s",
-                {
-                    **params,
-                    "limit": per_page,
-                    "offset": 0 if per_page is None else page * per_page,
-                },
-            )
-            chosen = {r[0]: _message(r) for r in rows}
-        if include:
-            for m in self._windows(include, resource_id):
-                chosen.setdefault(m.id, m)
-        messages = sorted(chosen.values(), key=lambda m: m.sort_key, reverse=order == "desc")
-        has_more = per_page is not None and per_page > 0 and (page + 1) * per_page < total
-        return MessagePage(
-            items=messages, total=total, page=page, per_page=per_page, has_more=has_more
+        rows = self.db.query(
+            f"SELECT {COLUMNS} FROM recallstack_messages WHERE {where} "
+            f"ORDER BY created_at {direction}, id {direction} "
+            "LIMIT %(limit)s OFFSET %(offset)s",
+            {**params, "limit": limit, "offset": offset},
         )
+        return [_message(r) for r in rows], total
 
-    def _windows(self, include: list[Include], resource_id: str | None) -> list[Message]:
+    def _include_windows(self, include: list[Include], resource_id: str | None) -> list[Message]:
         """All include windows in one statement: LATERAL cursor queries on the thread index."""
         m_columns = ", ".join(f"m.{c}" for c in COLUMNS.split(", "))
         rows = self.db.query(

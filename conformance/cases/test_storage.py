@@ -137,7 +137,7 @@ def test_pagination_and_order(world: World) -> None:
     newest = world.s.list_messages(world.t1, per_page=3, order="desc")
     assert world.names(newest.items) == ["m09", "m08", "m07"]
     empty = world.s.list_messages(world.t1, per_page=0)
-    assert (empty.items, empty.total) == ([], 10)
+    assert (empty.items, empty.total, empty.has_more) == ([], 10, True)
     assert world.s.list_messages(world.t1, page=5, per_page=4).items == []
 
 
