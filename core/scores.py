@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from recallstack.core.vectors import Metric, QueryResult
+from recallstack.core.vectors import Metric, QueryResult, trusted_hit
 
 Matrix = npt.NDArray[np.float32]
 _CHUNK = 8192  # rows per step of the euclidean path, to bound its memory
@@ -90,6 +90,6 @@ def ranked(
     if min_score is not None:
         ordered = [row for row in ordered if row[0] >= min_score]
     return [
-        QueryResult.model_construct(id=id_, score=score, metadata=metadata, vector=vector)
+        trusted_hit(id_, score, metadata, vector)
         for score, id_, metadata, vector in ordered[:top_k]
     ]

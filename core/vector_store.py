@@ -159,6 +159,8 @@ class VectorStore(ABC):
     # ---- shared checks --------------------------------------------------------
 
     def _filter(self, filter: FilterInput) -> Node | None:
+        if filter is None:
+            return None
         node = filter if isinstance(filter, Node) or filter is None else parse_filter(filter)
         refused = self.capabilities.unsupported(node)
         if refused is not None:
@@ -260,9 +262,10 @@ def _validate_vector(
         raise InvalidInputError(f"{where}: expected one vector, got shape {v.shape}")
     if v.shape[0] != dimension:
         raise DimensionMismatchError(dimension, v.shape[0], where)
-    if not np.isfinite(v).all():
+    largest = float(np.abs(v).max())  # NaN and infinity propagate: one check for all three
+    if not math.isfinite(largest):
         raise InvalidInputError(f"{where}: the vector has NaN or infinite components")
-    if metric == "cosine" and not v.any():
+    if metric == "cosine" and largest == 0.0:
         raise InvalidInputError(f"{where}: a zero vector has no cosine similarity")
     return v
 

@@ -40,3 +40,23 @@ class QueryResult(BaseModel):
     score: float
     metadata: dict[str, Any] = Field(default_factory=dict)
     vector: list[float] | None = None
+
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def trusted_hit(
+    id: str, score: float, metadata: dict[str, Any], vector: list[float] | None
+) -> QueryResult:
+    """A hit built from values a backend already produced, without validation.
+
+    Every query builds up to top_k of these: `model_construct` costs about
+    2.5 µs each, this under 1 µs (it sets exactly what `model_construct` sets).
+    """
+    hit = _new(QueryResult)
+    _set(hit, "__dict__", {"id": id, "score": score, "metadata": metadata, "vector": vector})
+    _set(hit, "__pydantic_fields_set__", {"id", "score", "metadata", "vector"})
+    _set(hit, "__pydantic_extra__", None)
+    _set(hit, "__pydantic_private__", None)
+    return hit

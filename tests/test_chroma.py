@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from recallstack.adapters.chroma.metadata import decode, encode
-from recallstack.adapters.chroma.store import connect, score_of
+from recallstack.adapters.chroma.store import ChromaVectorStore, connect, score_of
 from recallstack.core.errors import InvalidInputError
 from recallstack.core.registry import registry
 
@@ -48,3 +49,27 @@ def test_rewriting_a_record_drops_its_old_keys(tmp_path: Path) -> None:
     store.update("i", id="a", metadata={"k": True})
     assert store.query("i", [1, 0], 5, filter={"new": {"$exists": True}}) == []
     assert store.describe_index("i").count == 1
+
+
+def test_above_exact_below_hnsw_answers_and_ties_sort_by_id(tmp_path: Path) -> None:
+    """Past `exact_below` records Chroma's HNSW answers; ties at the cut still go by id."""
+    store = ChromaVectorStore(f"chroma:///{tmp_path}", exact_below=20)
+    exact = ChromaVectorStore(f"chroma:///{tmp_path}", exact_below=10_000)
+    store.create_index("big", 8)
+    rng = np.random.default_rng(5)
+    data = rng.normal(size=(300, 8)).astype(np.float32)
+    data[100:115] = data[0]  # fifteen copies of one vector: ties across the top 10
+    meta = [{"half": "a" if i % 2 else "b"} for i in range(300)]
+    store.upsert("big", [f"v{i:03d}" for i in range(300)], data, meta)
+    hits = store.query("big", data[0], 10)
+    assert [h.id for h in hits] == ["v000", *[f"v{i}" for i in range(100, 109)]]
+    assert "big" in store._large
+    found = 0
+    for q in data[200:220]:
+        truth = {h.id for h in exact.query("big", q, 10, filter={"half": "a"})}
+        got = store.query("big", q, 10, filter={"half": "a"})  # 150 match: HNSW with a filter
+        assert len(got) == 10 and all(h.metadata == {"half": "a"} for h in got)
+        found += len(truth & {h.id for h in got})
+    assert found / 200 >= 0.9
+    store.delete("big", filter={"half": "a"})
+    assert "big" not in store._large  # a delete may have made it small again

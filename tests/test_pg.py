@@ -150,3 +150,23 @@ def test_an_unselective_filter_still_fills_top_k(pg_url: str) -> None:
         truth = {h.id for h in exact.query("u", q, 10, filter={"bucket": "some"})}
         found += len(truth & {h.id for h in hits})
     assert found / 100 >= 0.9
+
+
+def test_a_callers_pool_is_used_committed_and_left_open(pg_url: str) -> None:
+    """A pool without autocommit: single statements (a delete here) still commit."""
+    from pgvector.psycopg import register_vector
+    from psycopg_pool import ConnectionPool
+
+    with ConnectionPool(pg_url, min_size=1, max_size=1, configure=register_vector) as pool:
+        store = PgVectorStore(pg_url, pool=pool)
+        store.create_index("mine", 4)
+        store.upsert("mine", ["a", "b"], [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]])
+        store.delete("mine", ids=["b"])
+        assert pool.get_stats()["requests_num"] > 0
+        store.close()
+        assert not pool.closed
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute(f"SELECT id FROM {table_name('mine')}").fetchall() == [("a",)]
+    own = PgVectorStore(pg_url)
+    own.close()
+    assert own.db.pool.closed

@@ -26,7 +26,7 @@ from recallstack.core.metadata import Metadata
 from recallstack.core.scores import Matrix, best, ranked, score
 from recallstack.core.table_names import table_name
 from recallstack.core.vector_store import VectorBatch, VectorStore
-from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult
+from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult, trusted_hit
 
 SPACES: dict[Metric, str] = {"cosine": "cosine", "euclidean": "l2", "dotproduct": "ip"}
 
@@ -68,6 +68,10 @@ class ChromaVectorStore(VectorStore):
         self.client = connect(url)
         self.exact_below = exact_below
         self._handles: dict[str, tuple[Any, tuple[int, Metric]]] = {}
+        self._large: set[str] = set()
+        """Indexes seen holding more than `exact_below` records: unfiltered queries go
+        straight to HNSW. Our own deletes forget it; growth elsewhere is caught by the
+        `limit` of the exact read."""
 
     def _collections(self) -> dict[str, Any]:
         found = {}
@@ -116,6 +120,7 @@ class ChromaVectorStore(VectorStore):
 
     def _delete_index(self, name: str) -> None:
         self._handles.pop(name, None)
+        self._large.discard(name)
         self.client.delete_collection(table_name(name))
 
     def _describe_index(self, name: str) -> IndexStats:
@@ -158,6 +163,7 @@ class ChromaVectorStore(VectorStore):
         )
 
     def _delete(self, name: str, target: list[str] | Node) -> None:
+        self._large.discard(name)
         collection = self._collection(name)
         if isinstance(target, list):
             collection.delete(ids=target)
@@ -177,26 +183,30 @@ class ChromaVectorStore(VectorStore):
         assert shape is not None
         collection = self._collection(name)
         where = None if filter is None else compile_filter(filter)
-        if where is None:
-            small = collection.count() <= self.exact_below
-        else:
-            matching = collection.get(where=where, limit=self.exact_below + 1, include=[])["ids"]
-            small = len(matching) <= self.exact_below
-        if small:
-            few = collection.get(where=where, include=["embeddings", "metadatas"])
-            return self._exact(few, vector, shape[1], top_k, include_vector, min_score)
+        if where is not None or name not in self._large:
+            # one read: up to exact_below + 1 candidates, ready to score
+            few = collection.get(
+                where=where, limit=self.exact_below + 1, include=["embeddings", "metadatas"]
+            )
+            if len(few["ids"]) <= self.exact_below:
+                return self._exact(few, vector, shape[1], top_k, include_vector, min_score)
+            if where is None:
+                self._large.add(name)
         include = ["metadatas", "distances", *(["embeddings"] if include_vector else [])]
-        answer = collection.query(
-            query_embeddings=[vector],
-            n_results=max(top_k * 2, top_k + 10),
-            where=where,
-            include=include,
-        )
+        fetch = top_k + 1  # one more: when it ties with the last, ask for more (ties sort by id)
+        while True:
+            answer = collection.query(
+                query_embeddings=[vector], n_results=fetch, where=where, include=include
+            )
+            distances = answer["distances"][0]
+            if len(distances) < fetch or distances[top_k - 1] != distances[top_k]:
+                break
+            fetch *= 4
         rows = []
         for n, id_ in enumerate(answer["ids"][0]):
-            score = score_of(float(answer["distances"][0][n]), shape[1])
+            similarity = score_of(float(distances[n]), shape[1])
             stored = answer["embeddings"][0][n].tolist() if include_vector else None
-            rows.append((score, id_, decode(answer["metadatas"][0][n]), stored))
+            rows.append((similarity, id_, decode(answer["metadatas"][0][n]), stored))
         return ranked(rows, top_k, min_score)
 
     def _exact(
@@ -214,11 +224,11 @@ class ChromaVectorStore(VectorStore):
         matrix = np.asarray(found["embeddings"], dtype=np.float32)
         scores = score(matrix, vector, metric)
         return [
-            QueryResult.model_construct(
-                id=found["ids"][i],
-                score=float(scores[i]),
-                metadata=decode(found["metadatas"][i]),
-                vector=matrix[i].tolist() if include_vector else None,
+            trusted_hit(
+                found["ids"][i],
+                float(scores[i]),
+                decode(found["metadatas"][i]),
+                matrix[i].tolist() if include_vector else None,
             )
             for i in best(scores, found["ids"], top_k, min_score)
         ]

@@ -38,7 +38,7 @@ from recallstack.core.metadata import Metadata
 from recallstack.core.scores import Matrix, best, row_norms, score
 from recallstack.core.table_names import table_name
 from recallstack.core.vector_store import VectorBatch, VectorStore
-from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult
+from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult, trusted_hit
 
 CATALOG = "recallstack_vector_indexes"
 _ANN_METRICS: dict[Metric, str] = {"cosine": "cosine", "euclidean": "l2"}
@@ -203,11 +203,11 @@ class LibSQLVectorStore(VectorStore):
             chosen = [(int(positions[i]), float(scores[i])) for i in ranked]
         metadata = self._metadata(name, [int(snap.rowids[p]) for p, _ in chosen])
         return [
-            QueryResult(
-                id=snap.ids[p],
-                score=s,
-                metadata=metadata.get(int(snap.rowids[p]), {}),
-                vector=snap.matrix[p].tolist() if include_vector else None,
+            trusted_hit(
+                snap.ids[p],
+                s,
+                metadata.get(int(snap.rowids[p]), {}),
+                snap.matrix[p].tolist() if include_vector else None,
             )
             for p, s in chosen
         ]

@@ -12,7 +12,6 @@ rows; until then queries are exact.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -73,7 +72,7 @@ class PgVectorStore(VectorStore):
         self.probes = probes
         self.capabilities = CAPABILITIES.model_copy(update={"exact": search == "exact"})
         self._infos: dict[str, _Info] = {}
-        self._lock = threading.Lock()
+        """Catalog rows by index name; single dict operations need no lock."""
 
     def close(self) -> None:
         self.db.close()
@@ -81,9 +80,9 @@ class PgVectorStore(VectorStore):
     # ---- the catalog ----------------------------------------------------------------
 
     def _info(self, name: str) -> _Info | None:
-        with self._lock:
-            if name in self._infos:
-                return self._infos[name]
+        info = self._infos.get(name)
+        if info is not None:
+            return info
         rows = self.db.query(
             f"SELECT table_name, dimension, metric, config FROM {CATALOG} WHERE name = %s", (name,)
         )
@@ -91,8 +90,7 @@ class PgVectorStore(VectorStore):
             return None
         table, dimension, metric, config = rows[0]
         info = _Info(table, dimension, metric, IndexConfig.model_validate(config))
-        with self._lock:
-            self._infos[name] = info
+        self._infos[name] = info
         return info
 
     def _need(self, name: str) -> _Info:
@@ -111,8 +109,7 @@ class PgVectorStore(VectorStore):
             return self.db.query(sql, params)
         except BackendError as exc:
             if "does not exist" in str(exc):
-                with self._lock:
-                    self._infos.pop(name, None)
+                self._infos.pop(name, None)
                 raise IndexNotFoundError(name) from exc
             raise
 
@@ -168,8 +165,7 @@ class PgVectorStore(VectorStore):
                 f"UPDATE {CATALOG} SET config = %s WHERE name = %s",
                 (wanted.model_dump_json(), name),
             )
-        with self._lock:
-            self._infos.pop(name, None)
+        self._infos.pop(name, None)
 
     # ---- writes ---------------------------------------------------------------------
 
@@ -241,8 +237,7 @@ class PgVectorStore(VectorStore):
         with self.db.cursor(transaction=True) as cur:
             cur.execute(f"DROP TABLE IF EXISTS {info.table}")
             cur.execute(f"DELETE FROM {CATALOG} WHERE name = %s", (name,))
-        with self._lock:
-            self._infos.pop(name, None)
+        self._infos.pop(name, None)
 
     # ---- reads ----------------------------------------------------------------------
 
