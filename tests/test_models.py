@@ -12,7 +12,7 @@ from recallstack.core.embedder import index_name
 from recallstack.core.errors import InvalidInputError
 from recallstack.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from recallstack.core.records import Thread
-from recallstack.core.vectors import IndexConfig
+from recallstack.core.vectors import IndexConfig, QueryResult, trusted_hit
 
 
 def test_text_joins_text_parts() -> None:
@@ -169,3 +169,16 @@ def test_per_call_config_deep_merges() -> None:
 )
 def test_index_name(model: str, dimension: int, expected: str) -> None:
     assert index_name(model, dimension) == expected
+
+
+def test_a_trusted_hit_is_a_whole_query_result() -> None:
+    """The unvalidated fast constructor must give what validation gives (pydantic internals)."""
+    fast = trusted_hit("a", 0.5, {"k": [1, 2]}, [0.1, 0.2])
+    slow = QueryResult(id="a", score=0.5, metadata={"k": [1, 2]}, vector=[0.1, 0.2])
+    assert fast == slow and repr(fast) == repr(slow)
+    assert fast.model_dump() == slow.model_dump()
+    assert fast.model_dump_json() == slow.model_dump_json()
+    assert fast.model_fields_set == slow.model_fields_set
+    assert fast.model_copy(update={"score": 1.0}).score == 1.0
+    with pytest.raises(ValidationError):
+        fast.score = 2.0  # frozen, like every QueryResult
