@@ -6,8 +6,8 @@ inner product. Higher is better on every metric, so a threshold is portable.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -15,6 +15,7 @@ import numpy.typing as npt
 from recallstack.core.vectors import Metric, QueryResult, trusted_hit
 
 Matrix = npt.NDArray[np.float32]
+Hit = TypeVar("Hit")
 _CHUNK = 8192  # rows per step of the euclidean path, to bound its memory
 
 
@@ -93,3 +94,20 @@ def ranked(
         trusted_hit(id_, score, metadata, vector)
         for score, id_, metadata, vector in ordered[:top_k]
     ]
+
+
+def past_ties(
+    search: Callable[[int], Sequence[Hit]], top_k: int, key: Callable[[Hit], float]
+) -> Sequence[Hit]:
+    """An ANN backend's hits, enough of them that ties at the cut can be ordered by id.
+
+    `search(n)` returns the n nearest, best first; `key` is a hit's score or
+    distance. One more than top_k is asked for, and four times more again
+    while that extra hit ties with the last one kept.
+    """
+    fetch = top_k + 1
+    while True:
+        hits = search(fetch)
+        if len(hits) < fetch or key(hits[top_k - 1]) != key(hits[top_k]):
+            return hits
+        fetch *= 4

@@ -161,7 +161,7 @@ class VectorStore(ABC):
     def _filter(self, filter: FilterInput) -> Node | None:
         if filter is None:
             return None
-        node = filter if isinstance(filter, Node) or filter is None else parse_filter(filter)
+        node = filter if isinstance(filter, Node) else parse_filter(filter)
         refused = self.capabilities.unsupported(node)
         if refused is not None:
             raise UnsupportedFilterError(refused, self.backend)

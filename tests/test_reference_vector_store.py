@@ -15,6 +15,7 @@ from recallstack.core.errors import (
     IndexNotFoundError,
     InvalidInputError,
 )
+from recallstack.core.scores import past_ties
 from recallstack.core.vectors import IndexStats
 
 
@@ -197,3 +198,19 @@ def test_update_delete_errors(store: InMemoryVectorStore, call: Any, message: st
     with pytest.raises(InvalidInputError, match=message):
         call(store)
     assert store.describe_index("idx").count == 3
+
+
+def test_past_ties_asks_again_while_the_extra_hit_ties() -> None:
+    """The ANN fetch rule of pg, Qdrant and Chroma: top_k + 1, then four times more."""
+    ranked_scores = [0.9, 0.8, 0.8, 0.8, 0.8, 0.8, 0.7, 0.6]
+    asked: list[int] = []
+
+    def search(n: int) -> list[float]:
+        asked.append(n)
+        return ranked_scores[:n]
+
+    assert list(past_ties(search, 2, lambda s: s)) == ranked_scores[:8]
+    assert asked == [3, 12]  # 3 ends in a tie at the cut; 12 is past the end
+    asked.clear()
+    assert list(past_ties(search, 1, lambda s: s)) == [0.9, 0.8]
+    assert asked == [2]  # no tie at the cut: one search

@@ -23,7 +23,7 @@ from recallstack.adapters.chroma.metadata import decode, encode
 from recallstack.core.errors import IndexNotFoundError, InvalidInputError
 from recallstack.core.filters import Node
 from recallstack.core.metadata import Metadata
-from recallstack.core.scores import Matrix, best, ranked, score
+from recallstack.core.scores import Matrix, best, past_ties, ranked, score
 from recallstack.core.table_names import table_name
 from recallstack.core.vector_store import VectorBatch, VectorStore
 from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult, trusted_hit
@@ -193,21 +193,25 @@ class ChromaVectorStore(VectorStore):
             if where is None:
                 self._large.add(name)
         include = ["metadatas", "distances", *(["embeddings"] if include_vector else [])]
-        fetch = top_k + 1  # one more: when it ties with the last, ask for more (ties sort by id)
-        while True:
+
+        def nearest(n: int) -> list[tuple[float, str, Metadata, list[float] | None]]:
+            """The n nearest as the (score, id, metadata, vector) rows `ranked` takes."""
             answer = collection.query(
-                query_embeddings=[vector], n_results=fetch, where=where, include=include
+                query_embeddings=[vector], n_results=n, where=where, include=include
             )
-            distances = answer["distances"][0]
-            if len(distances) < fetch or distances[top_k - 1] != distances[top_k]:
-                break
-            fetch *= 4
-        rows = []
-        for n, id_ in enumerate(answer["ids"][0]):
-            similarity = score_of(float(distances[n]), shape[1])
-            stored = answer["embeddings"][0][n].tolist() if include_vector else None
-            rows.append((similarity, id_, decode(answer["metadatas"][0][n]), stored))
-        return ranked(rows, top_k, min_score)
+            return [
+                (
+                    score_of(float(distance), shape[1]),
+                    id_,
+                    decode(answer["metadatas"][0][i]),
+                    answer["embeddings"][0][i].tolist() if include_vector else None,
+                )
+                for i, (id_, distance) in enumerate(
+                    zip(answer["ids"][0], answer["distances"][0], strict=True)
+                )
+            ]
+
+        return ranked(past_ties(nearest, top_k, lambda row: row[0]), top_k, min_score)
 
     def _exact(
         self,

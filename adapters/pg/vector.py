@@ -21,7 +21,7 @@ from recallstack.adapters.pg.sql_filters import compile_filter, index_statements
 from recallstack.core.errors import BackendError, IndexNotFoundError
 from recallstack.core.filters import Node
 from recallstack.core.metadata import Metadata
-from recallstack.core.scores import Matrix, from_distance, ranked
+from recallstack.core.scores import Matrix, from_distance, past_ties, ranked
 from recallstack.core.table_names import table_name
 from recallstack.core.vector_store import VectorBatch, VectorStore
 from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult
@@ -338,16 +338,16 @@ class PgVectorStore(VectorStore):
     ) -> list[tuple[Any, ...]]:
         """The ANN index; with a filter, an iterative scan, so that filters fill top_k.
 
-        It fetches one row more than asked; when that row ties with the last one,
-        it asks again for more, so that ties at the cut are ordered by id like
-        everywhere else once the caller sorts.
+        Rows past top_k while they tie with the last (`past_ties`), so that ties
+        at the cut are ordered by id like everywhere else once the caller sorts.
         """
-        fetch = top_k + 1
-        while True:
-            rows = self._nearest(name, info, fields, op, where, params, fetch)
-            if len(rows) < fetch or rows[top_k - 1][-1] != rows[top_k][-1]:
-                return rows
-            fetch *= 4
+        return list(
+            past_ties(
+                lambda n: self._nearest(name, info, fields, op, where, params, n),
+                top_k,
+                lambda row: float(row[-1]),
+            )
+        )
 
     def _nearest(
         self,

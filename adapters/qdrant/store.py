@@ -18,7 +18,7 @@ from recallstack.adapters.qdrant.payload import decode, encode, point_id
 from recallstack.core.errors import IndexNotFoundError
 from recallstack.core.filters import Node
 from recallstack.core.metadata import Metadata
-from recallstack.core.scores import Matrix, ranked
+from recallstack.core.scores import Matrix, past_ties, ranked
 from recallstack.core.vector_store import VectorBatch, VectorStore
 from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult
 
@@ -133,14 +133,13 @@ class QdrantVectorStore(VectorStore):
         metric = shape[1]
         compiled = None if filter is None else compile_filter(filter, self.driver.dialect)
         query = vector.tolist()
-        fetch = top_k + 1  # one more: when it ties with the last, ask for more (ties sort by id)
-        while True:
-            hits = self.driver.search(
-                name, query, fetch, compiled, include_vector, self.search == "exact"
-            )
-            if len(hits) < fetch or hits[top_k - 1][1] != hits[top_k][1]:
-                break
-            fetch *= 4
+        hits = past_ties(
+            lambda n: self.driver.search(
+                name, query, n, compiled, include_vector, self.search == "exact"
+            ),
+            top_k,
+            lambda hit: hit[1],
+        )
         scored = []
         for payload, raw, stored in hits:
             id_, metadata = decode(payload)
