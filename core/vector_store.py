@@ -290,12 +290,33 @@ def _validate_batch(
         raise InvalidInputError(f"{where}: {len(id_list)} ids but {len(vectors)} vectors")
     if metadata is not None and len(metadata) != len(id_list):
         raise InvalidInputError(f"{where}: {len(id_list)} ids but {len(metadata)} metadata")
-    rows = [
-        _validate_vector(v, dimension, metric, f"{where}: vectors[{n}]")
-        for n, v in enumerate(vectors)
-    ]
     meta = [
         normalize_metadata(m, f"{where}: metadata[{n}]")
         for n, m in enumerate(metadata or [None] * len(id_list))
     ]
-    return VectorBatch(id_list, np.stack(rows), meta)
+    return VectorBatch(id_list, _validate_matrix(vectors, dimension, metric, where), meta)
+
+
+def _validate_matrix(
+    vectors: Sequence[Sequence[float]] | Matrix, dimension: int, metric: Metric, where: str
+) -> Matrix:
+    """The batch as a new (n, d) float32 matrix, checked in one numpy pass.
+
+    When a row is bad, that row is checked alone, so the error names it.
+    """
+    try:
+        matrix = np.array(vectors, dtype=np.float32)
+    except (TypeError, ValueError):
+        matrix = None
+    if matrix is None or matrix.ndim != 2 or matrix.shape[1] != dimension:
+        rows = [
+            _validate_vector(v, dimension, metric, f"{where}: vectors[{n}]")
+            for n, v in enumerate(vectors)
+        ]
+        return np.stack(rows)
+    largest = np.abs(matrix).max(axis=1)  # NaN and infinity propagate, as in _validate_vector
+    bad = ~np.isfinite(largest) | ((largest == 0.0) if metric == "cosine" else False)
+    if bad.any():
+        n = int(np.argmax(bad))
+        _validate_vector(matrix[n], dimension, metric, f"{where}: vectors[{n}]")  # raises
+    return matrix

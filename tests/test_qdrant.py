@@ -1,16 +1,22 @@
-"""Qdrant specifics: the payload encoding, URLs, ids, and reopening an Edge folder."""
+"""Qdrant specifics: the payload encoding, URLs, ids, the catalog, Edge's optimizer."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from recallstack.adapters.qdrant.client import connect
 from recallstack.adapters.qdrant.edge import folder_of
 from recallstack.adapters.qdrant.payload import decode, encode, point_id
-from recallstack.core.errors import InvalidInputError, UnsupportedFilterError
+from recallstack.core.errors import (
+    DimensionMismatchError,
+    IndexNotFoundError,
+    InvalidInputError,
+    UnsupportedFilterError,
+)
 from recallstack.core.registry import registry
 
 
@@ -75,3 +81,38 @@ def test_string_ranges_are_refused(tmp_path: Path) -> None:
     with pytest.raises(UnsupportedFilterError, match=r"qdrant-edge backend .* \$gt on strings"):
         store.query("i", [1, 0], 1, filter={"name": {"$gt": "m"}})
     assert store.query("i", [1, 0], 1, filter={"n": {"$gt": 1}}) == []
+
+
+def test_edge_catalog_changes_made_elsewhere_are_seen(tmp_path: Path) -> None:
+    url = f"qdrant+edge:///{tmp_path}"
+    first, second = registry().vector_store(url), registry().vector_store(url)
+    assert first.list_indexes() == []
+    second.create_index("made-elsewhere", 3, metric="euclidean")
+    assert first.list_indexes() == ["made-elsewhere"]
+    with pytest.raises(DimensionMismatchError):
+        first.create_index("made-elsewhere", 4)
+
+
+@pytest.mark.parametrize("url", ["qdrant+local://:memory:", "qdrant+edge:///{tmp}"])
+def test_a_dropped_index_is_forgotten(url: str, tmp_path: Path) -> None:
+    store = registry().vector_store(url.format(tmp=tmp_path))
+    store.create_index("i", 2)
+    store.upsert("i", ["a"], [[1, 0]])
+    store.delete_index("i")
+    with pytest.raises(IndexNotFoundError):
+        store.query("i", [1, 0], 1)
+    store.create_index("i", 3)
+    assert store.describe_index("i").dimension == 3
+
+
+def test_edge_builds_its_hnsw_index_on_the_first_search_after_writes(tmp_path: Path) -> None:
+    """Edge has no background optimizer: without `optimize()` every search is a full scan."""
+    store = registry().vector_store(f"qdrant+edge:///{tmp_path}")
+    store.create_index("i", 384)
+    vectors = np.random.default_rng(0).normal(size=(8_000, 384))  # past Edge's indexing threshold
+    store.upsert("i", [f"v{n}" for n in range(len(vectors))], vectors)
+    shard = store.driver._shard("i")
+    assert shard.info().indexed_vectors_count == 0
+    (hit,) = store.query("i", vectors[5], 1)
+    assert hit.id == "v5"
+    assert shard.info().indexed_vectors_count == len(vectors)

@@ -55,6 +55,8 @@ class ClientDriver:
             ),
         )
         self._lock = threading.Lock()
+        self._shapes: dict[str, tuple[int, Metric]] = {}
+        """Shapes by index name; single dict operations need no lock."""
         if not self.client.collection_exists(CATALOG):
             self.client.create_collection(
                 CATALOG, vectors_config=models.VectorParams(size=1, distance=models.Distance.DOT)
@@ -71,8 +73,19 @@ class ClientDriver:
             if offset is None:
                 return found
 
+    def shape(self, name: str) -> tuple[int, Metric] | None:
+        """One index's (dimension, metric), remembered: every call would be a round trip."""
+        known = self._shapes.get(name)
+        if known is None:
+            found = self.client.retrieve(CATALOG, [point_id(name)], with_payload=True)
+            if not found:
+                return None
+            p = found[0].payload or {}
+            known = self._shapes[name] = (p["dimension"], p["metric"])
+        return known
+
     def _collection(self, name: str) -> str:
-        if name not in self.indexes():
+        if self.shape(name) is None:
             raise IndexNotFoundError(name)
         return table_name(name)
 
@@ -106,6 +119,7 @@ class ClientDriver:
 
     def drop(self, name: str) -> None:
         self.client.delete_collection(self._collection(name))
+        self._shapes.pop(name, None)
         self.client.delete(CATALOG, points_selector=self.m.PointIdsList(points=[point_id(name)]))
 
     def close(self) -> None:

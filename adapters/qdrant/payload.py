@@ -55,11 +55,16 @@ def _encode(value: Any) -> Any:
 
 
 def _decode(value: Any) -> Any:
-    if isinstance(value, dict):
+    # exact type tests, and no call for the plain strings and numbers most values are:
+    # every query decodes every hit's metadata
+    kind = type(value)
+    if kind is str:
+        return decode_scalar(value) if value[:1] == "\x00" else value
+    if kind is dict:
         return {decode_key(k): _decode(v) for k, v in value.items()}
-    if isinstance(value, list):
+    if kind is list:
         return [decode_scalar(v) for v in value]
-    return decode_scalar(value)
+    return value
 
 
 def _paths(value: Any, prefix: str = "") -> Iterator[str]:

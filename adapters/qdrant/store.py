@@ -33,6 +33,10 @@ class Driver(Protocol):
     dialect: Dialect
 
     def indexes(self) -> dict[str, tuple[int, Metric]]: ...
+    def shape(self, name: str) -> tuple[int, Metric] | None:
+        """(dimension, metric) of one index; cheap, since every query asks."""
+        ...
+
     def create(self, name: str, dimension: int, config: IndexConfig) -> None: ...
     def drop(self, name: str) -> None: ...
     def upsert(self, name: str, points: list[tuple[str, list[float], dict[str, Any]]]) -> None: ...
@@ -68,7 +72,7 @@ class QdrantVectorStore(VectorStore):
         self.driver.close()
 
     def _shape(self, name: str) -> tuple[int, Metric] | None:
-        return self.driver.indexes().get(name)
+        return self.driver.shape(name)
 
     def _create_index(self, name: str, dimension: int, config: IndexConfig) -> None:
         self.driver.create(name, dimension, config)
