@@ -8,21 +8,33 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from recallstack.adapters.chroma.metadata import decode, encode
+from recallstack.adapters.chroma.metadata import KINDS, decode, encode
 from recallstack.adapters.chroma.store import ChromaVectorStore, connect, score_of
 from recallstack.core.errors import InvalidInputError
 from recallstack.core.registry import registry
 
 
 def test_shadow_keys_and_round_trip() -> None:
-    metadata = {"n": 1, "l": [2, "x", True, None, 3.5], "o": {"k": None}, "e": []}
+    metadata = {
+        "n": 1,
+        "l": [2, "x", True, None, 3.5],
+        "o": {"k": None},
+        "e": [],
+        "s": "",
+        "b": False,
+    }
     stored = encode(metadata)
     assert decode(stored) == metadata
     assert stored["v\x00n"] == 1.0 and isinstance(stored["v\x00n"], float)
     assert (stored["ln\x00l"], stored["ls\x00l"], stored["lb\x00l"]) == ([2.0, 3.5], ["x"], [True])
     assert (stored["mx\x00l"], stored["mn\x00l"], stored["z\x00l"]) == (3.5, 2.0, True)
     assert stored["t\x00o"] == "o" and stored["z\x00o.k"] is True
-    assert stored["\x00p"] == ["n", "l", "o", "o.k", "e"]
+    kinds = {k: v for k, v in stored.items() if k.startswith("t\x00")}
+    assert kinds == {
+        **{"t\x00n": "n", "t\x00l": "l", "t\x00o": "o", "t\x00o.k": "z", "t\x00e": "l"},
+        **{"t\x00s": "s", "t\x00b": "b"},
+    }
+    assert set(kinds.values()) == set(KINDS)  # every path's kind is one a presence test lists
     assert all(v != [] for v in stored.values())  # Chroma refuses empty lists
 
 

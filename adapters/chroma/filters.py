@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from recallstack.adapters.chroma.metadata import PRESENT, key, path_of
+from recallstack.adapters.chroma.metadata import KINDS, key
 from recallstack.core.filters import Condition, Logical, Node, Not
 from recallstack.core.metadata import Scalar
 
@@ -43,8 +43,7 @@ def _node(node: Node, negate: bool) -> dict[str, Any]:
 
 def _condition(c: Condition, negate: bool) -> dict[str, Any]:
     if c.op == "$exists":
-        wanted = c.value != negate
-        return {PRESENT: {"$contains" if wanted else "$not_contains": path_of(c.path)}}
+        return _present(c.path, c.value != negate)
     if c.op in ("$eq", "$ne"):
         return _equals(c.path, c.value, negate != (c.op == "$ne"))
     if c.op in ("$in", "$nin"):
@@ -57,6 +56,11 @@ def _condition(c: Condition, negate: bool) -> dict[str, Any]:
     return _range(c.path, c.op, c.value, negate)
 
 
+def _present(path: tuple[str, ...], wanted: bool) -> dict[str, Any]:
+    """The path is present (absent: `$nin` also matches a missing key)."""
+    return {key("t", path): {"$in" if wanted else "$nin": KINDS}}
+
+
 def _equals(path: tuple[str, ...], value: Scalar, negate: bool) -> dict[str, Any]:
     """Equal, or a list holding it; None also matches a missing field. Negated: the complement."""
     join = "$and" if negate else "$or"
@@ -65,7 +69,7 @@ def _equals(path: tuple[str, ...], value: Scalar, negate: bool) -> dict[str, Any
             join,
             [
                 {key("z", path): {"$ne" if negate else "$eq": True}},
-                {PRESENT: {"$contains" if negate else "$not_contains": path_of(path)}},
+                _present(path, negate),
             ],
         )
     item: Scalar

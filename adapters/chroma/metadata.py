@@ -11,8 +11,9 @@ with dots) is stored as shadow keys a filter can address:
 | `z\\0f` | True when the value is null or a list holding null |
 | `ls\\0f`, `ln\\0f`, `lb\\0f` | a list's strings, numbers (as floats), booleans |
 | `mx\\0f`, `mn\\0f`, `h\\0f` | a list's largest and smallest number, and True when it has one |
-| `\\0p` | the paths present |
 | `\\0json` | the metadata itself, for reading back |
+
+Every path has a `t` key, so "the path is present" is `t $in KINDS`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,10 @@ from typing import Any
 from recallstack.core.key_encoding import encode_key
 from recallstack.core.metadata import Metadata
 
-JSON, PRESENT = "\x00json", "\x00p"
+JSON = "\x00json"
+KINDS = ["n", "s", "b", "z", "l", "o"]
+"""Every value `t` keys hold. A list-valued presence key would do the same job, but
+Chroma writes a list several times slower than a string."""
 
 
 def key(kind: str, path: tuple[str, ...]) -> str:
@@ -46,15 +50,12 @@ def _kind(value: Any) -> str:
     return "l" if isinstance(value, list) else "o"
 
 
-def _flatten(
-    value: dict[str, Any], prefix: tuple[str, ...], out: dict[str, Any], present: list[str]
-) -> None:
+def _flatten(value: dict[str, Any], prefix: tuple[str, ...], out: dict[str, Any]) -> None:
     for name, child in value.items():
         path = (*prefix, name)
-        present.append(path_of(path))
         out[key("t", path)] = _kind(child)
         if isinstance(child, dict):
-            _flatten(child, path, out, present)
+            _flatten(child, path, out)
         elif isinstance(child, list):
             strings = [x for x in child if isinstance(x, str)]
             numbers = [
@@ -80,10 +81,7 @@ def _flatten(
 
 def encode(metadata: Metadata) -> dict[str, Any]:
     out: dict[str, Any] = {JSON: json.dumps(metadata)}
-    present: list[str] = []
-    _flatten(metadata, (), out, present)
-    if present:
-        out[PRESENT] = present
+    _flatten(metadata, (), out)
     return out
 
 
