@@ -144,6 +144,14 @@ def test_bad_upserts_change_nothing(
     assert store.query("idx", [1, 0, 0], 10, include_vector=True) == before
 
 
+@pytest.mark.parametrize("size", [1e25, 1e-30])
+def test_extreme_but_finite_vectors_are_valid(store: InMemoryVectorStore, size: float) -> None:
+    store.upsert("idx", ["far"], [[size, 0, 0]])
+    assert store.describe_index("idx").count == 4
+    with pytest.raises(InvalidInputError, match="infinite"):
+        store.query("idx", [size, np.inf, 0], 1)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error"),
     [
