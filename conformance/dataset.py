@@ -22,6 +22,7 @@ DOCS: list[dict[str, Any]] = [
     {AWKWARD_KEY: "'; DROP TABLE x; --", "n": 0},
     {"n": 1, "s": '{"$gt": 1}', "tag": "$ne"},
     {"n": 1.5, "s": "z", "tag": "x", "nested": {"depth": 2.0, "name": None}},
+    {"n": [None], "tags": [None, "x"], "nested": {}},
 ]
 
 FILTERS: list[dict[str, Any]] = [
@@ -69,6 +70,13 @@ FILTERS: list[dict[str, Any]] = [
     # extended operators
     {"n": {"$exists": True}},
     {"nested.depth": {"$exists": False}},
+    {"tags": {"$exists": True}},
+    {"tags": {"$exists": False}},
+    {"s": {"$exists": False}},
+    {"nested": {"$exists": True}},
+    {"nested.name": {"$exists": True}},
+    {"tags": None},
+    {"tags": {"$ne": None}},
     {"n": {"$not": {"$gt": 2}}},
     {"tags": {"$not": {"$in": ["x"]}}},
     {"$nor": [{"n": 5}, {"s": None}]},

@@ -34,8 +34,10 @@ def test_payload_round_trips(metadata: dict[str, Any]) -> None:
     assert all(not isinstance(v, bool) for v in payload["m"].values())  # stored as strings
 
 
-def test_presence_paths() -> None:
-    assert encode("i", {"a": {"b c": 1}, "d": []})["p"] == ["a", "a.b-20c", "d"]
+def test_only_empty_lists_are_listed_and_only_other_lengths_kept() -> None:
+    assert encode("i", {"a": {"b c": [], "e": None}, "d": [], "f": [None]})["p"] == ["a.b-20c", "d"]
+    assert encode("i", {"a": 1, "b": {}}, norm=1.0 + 1e-9) == {"id": "i", "m": {"a": 1, "b": {}}}
+    assert encode("i", {}, norm=2.5)["n"] == 2.5
 
 
 def test_ids_are_deterministic_uuids() -> None:

@@ -50,6 +50,7 @@ class ClientDriver:
             ),
             range=lambda key, bounds: models.FieldCondition(key=key, range=models.Range(**bounds)),
             is_null=lambda key: models.IsNullCondition(is_null=models.PayloadField(key=key)),
+            is_empty=lambda key: models.IsEmptyCondition(is_empty=models.PayloadField(key=key)),
             filter=lambda must=None, should=None, must_not=None: models.Filter(
                 must=must, should=should, must_not=must_not
             ),

@@ -48,6 +48,7 @@ class EdgeDriver:
             match=lambda key, value: q.FieldCondition(key, match=q.MatchValue(value)),
             range=lambda key, bounds: q.FieldCondition(key, range=q.RangeFloat(**bounds)),
             is_null=lambda key: q.IsNullCondition(key),
+            is_empty=lambda key: q.IsEmptyCondition(key),
             filter=lambda must=None, should=None, must_not=None: q.Filter(
                 must=must, should=should, must_not=must_not
             ),

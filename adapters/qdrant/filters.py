@@ -5,8 +5,9 @@ it builds a small neutral tree, and each mode turns it into its own model
 classes through a `Dialect`. `$eq` is a keyword match (strings, booleans as
 stored) or a closed range (numbers, so 1 equals 1.0); lists match when an
 element does; `$ne`/`$nin`/`$not`/`$nor` are `must_not`; `$eq: None` is
-"null (or a list holding null) or not present"; `$exists` matches the `p`
-list. String ranges have no Qdrant equivalent and are refused.
+"null (or a list holding null) or not present". A path is present when it is
+not `is_empty` (missing, null or `[]`), or is null, or is listed in `p` as an
+empty list. String ranges have no Qdrant equivalent and are refused.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from recallstack.adapters.qdrant.payload import encode_scalar, field, present
+from recallstack.adapters.qdrant.payload import encode_scalar, field, listed
 from recallstack.core.filters import Condition, Logical, Node, Not
 from recallstack.core.metadata import Scalar
 
@@ -30,6 +31,7 @@ class Dialect:
     match: Callable[[str, Any], Any]
     range: Callable[[str, dict[str, float]], Any]
     is_null: Callable[[str], Any]
+    is_empty: Callable[[str], Any]
     filter: Callable[..., Any]
     """filter(must=[...], should=[...], must_not=[...])"""
 
@@ -67,8 +69,8 @@ def _node(node: Node, d: Dialect) -> Any:
 
 def _condition(c: Condition, d: Dialect) -> Any:
     if c.op == "$exists":
-        here = d.match("p", present(c.path))
-        return _all([here], d) if c.value else _none([here], d)
+        here = _present(c.path, d)
+        return here if c.value else _none([here], d)
     if c.op in ("$eq", "$ne"):
         eq = _equals(c.path, c.value, d)
         return eq if c.op == "$eq" else _none([eq], d)
@@ -84,8 +86,12 @@ def _condition(c: Condition, d: Dialect) -> Any:
 def _equals(path: tuple[str, ...], value: Scalar, d: Dialect) -> Any:
     key = field(path)
     if value is None:
-        missing = _none([d.match("p", present(path))], d)
-        return _any([d.is_null(key), missing], d)
+        return _any([d.is_null(key), _none([_present(path, d)], d)], d)
     if isinstance(value, int | float) and not isinstance(value, bool):
         return _all([d.range(key, {"gte": float(value), "lte": float(value)})], d)
     return _all([d.match(key, encode_scalar(value))], d)
+
+
+def _present(path: tuple[str, ...], d: Dialect) -> Any:
+    key = field(path)
+    return _any([_none([d.is_empty(key)], d), d.is_null(key), d.match("p", listed(path))], d)

@@ -96,7 +96,7 @@ class QdrantVectorStore(VectorStore):
             self.driver.upsert(
                 name,
                 [
-                    (point_id(id_), vector.tolist(), {**encode(id_, meta), "n": float(norm)})
+                    (point_id(id_), vector.tolist(), encode(id_, meta, float(norm)))
                     for id_, vector, meta, norm in rows[start : start + BATCH]
                 ],
             )
@@ -115,9 +115,10 @@ class QdrantVectorStore(VectorStore):
             if vector is not None:
                 self.driver.set_vector(name, pid, vector.tolist())
                 norm = float(np.linalg.norm(vector))
-            if metadata is not None:
-                payload = encode(str(payload["id"]), metadata)
-            self.driver.set_payload(name, pid, {**payload, "n": norm})
+            id_, stored = decode(payload)
+            self.driver.set_payload(
+                name, pid, encode(id_, stored if metadata is None else metadata, norm)
+            )
 
     def _delete(self, name: str, target: list[str] | Node) -> None:
         ids, flt = self._compiled(target)
