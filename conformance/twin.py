@@ -121,12 +121,16 @@ def assert_same(
     exact: bool,
     what: str,
 ) -> None:
-    """Same ids, order and scores as the reference (near-ties may swap places)."""
-    truth = {r.id: r.score for r in every}
+    """Same ids, order, scores and metadata as the reference (near-ties may swap places)."""
+    truth = {r.id: r for r in every}
     for r in got:
         assert r.id in truth, f"{what}: returned {r.id!r}, which the reference does not match"
-        assert abs(r.score - truth[r.id]) <= SCORE_TOLERANCE, (
-            f"{what}: score of {r.id!r} is {r.score}, the reference says {truth[r.id]}"
+        assert abs(r.score - truth[r.id].score) <= SCORE_TOLERANCE, (
+            f"{what}: score of {r.id!r} is {r.score}, the reference says {truth[r.id].score}"
+        )
+        assert _typed(r.metadata) == _typed(truth[r.id].metadata), (
+            f"{what}: metadata of {r.id!r} is {r.metadata!r}, "
+            f"the reference says {truth[r.id].metadata!r}"
         )
     got_ids = [r.id for r in got]
     expected_ids = [r.id for r in expected]
@@ -147,3 +151,12 @@ def assert_same(
         assert np.allclose(got_scores, expected_scores, atol=SCORE_TOLERANCE, rtol=0), (
             f"{what}: wrong results or order:\n  got      {got_ids}\n  expected {expected_ids}"
         )
+
+
+def _typed(value: Any) -> Any:
+    """A value with its types made part of equality: 1, 1.0 and True are told apart."""
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    return (type(value).__name__, value)

@@ -151,8 +151,8 @@ class EdgeDriver:
         if name in self._unoptimized:
             with self._lock:
                 if name in self._unoptimized:
+                    self._unoptimized.discard(name)  # first: a write meanwhile marks it again
                     shard.optimize()
-                    self._unoptimized.discard(name)
         return shard
 
     def upsert(self, name: str, points: list[tuple[str, list[float], dict[str, Any]]]) -> None:
