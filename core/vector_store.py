@@ -7,20 +7,23 @@ written. An adapter implements the abstract methods only.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar, cast
 
 import numpy as np
 
 from recallstack.core.capabilities import Capabilities
 from recallstack.core.errors import (
+    BackendError,
     DimensionMismatchError,
     IndexNotFoundError,
     InvalidInputError,
+    RecallstackError,
     UnsupportedFeatureError,
     UnsupportedFilterError,
 )
@@ -33,6 +36,25 @@ log = logging.getLogger(__name__)
 
 FilterInput = Mapping[str, Any] | Node | None
 """A filter document, or one already parsed by `parse_filter`."""
+
+
+Method = TypeVar("Method", bound=Callable[..., Any])
+
+
+def wraps_driver_errors(method: Method) -> Method:
+    """Re-raise what the store's `driver_errors` catch as `BackendError`, the original
+    kept as its cause (backends.md §2); recallstack's own errors pass unchanged."""
+
+    @functools.wraps(method)
+    def call(self: VectorStore, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except RecallstackError:
+            raise
+        except self.driver_errors as exc:
+            raise BackendError(f"{self.backend}: {exc}") from exc
+
+    return cast(Method, call)
 
 
 @dataclass(frozen=True)
@@ -50,9 +72,13 @@ class VectorStore(ABC):
     backend: ClassVar[str]
     capabilities: Capabilities = Capabilities()
     """What this store honours; a store may narrow it per instance (per mode)."""
+    driver_errors: ClassVar[tuple[type[Exception], ...]] = ()
+    """What the driver raises, for stores that do not wrap it themselves: every
+    public method re-raises it as `BackendError`."""
 
     # ---- public, validated API ------------------------------------------------
 
+    @wraps_driver_errors
     def create_index(
         self,
         name: str,
@@ -88,6 +114,7 @@ class VectorStore(ABC):
             return
         self._create_index(name, dimension, cfg)
 
+    @wraps_driver_errors
     def upsert(
         self,
         name: str,
@@ -101,6 +128,7 @@ class VectorStore(ABC):
         self._upsert(name, batch)
         return batch.ids
 
+    @wraps_driver_errors
     def query(
         self,
         name: str,
@@ -120,17 +148,21 @@ class VectorStore(ABC):
         q = _validate_vector(vector, dimension, metric, f"query on index {name!r}")
         return self._query(name, q, top_k, node, include_vector, min_score)
 
+    @wraps_driver_errors
     def describe_index(self, name: str) -> IndexStats:
         self._require(name)
         return self._describe_index(name)
 
+    @wraps_driver_errors
     def list_indexes(self) -> list[str]:
         return sorted(self._list_indexes())
 
+    @wraps_driver_errors
     def delete_index(self, name: str) -> None:
         self._require(name)
         self._delete_index(name)
 
+    @wraps_driver_errors
     def update(
         self,
         name: str,
@@ -148,6 +180,7 @@ class VectorStore(ABC):
         meta = None if metadata is None else normalize_metadata(metadata, "update.metadata")
         self._update(name, target, v, meta)
 
+    @wraps_driver_errors
     def delete(
         self, name: str, ids: Sequence[str] | None = None, filter: FilterInput = None
     ) -> None:

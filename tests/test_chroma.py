@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from recallstack.adapters.chroma import server
 from recallstack.adapters.chroma.metadata import KINDS, decode, encode
 from recallstack.adapters.chroma.store import ChromaVectorStore, connect, score_of
-from recallstack.core.errors import InvalidInputError
+from recallstack.core.errors import BackendError, IndexNotFoundError, InvalidInputError
 from recallstack.core.registry import registry
 
 
@@ -85,3 +86,17 @@ def test_above_exact_below_hnsw_answers_and_ties_sort_by_id(tmp_path: Path) -> N
     assert found / 200 >= 0.9
     store.delete("big", filter={"half": "a"})
     assert "big" not in store._large  # a delete may have made it small again
+
+
+def test_a_server_that_goes_away_is_a_backend_error() -> None:
+    with server() as url:
+        store = registry().vector_store(url)
+        store.create_index("i", 2)
+        store.upsert("i", ["a"], [[1, 0]])
+        with pytest.raises(IndexNotFoundError):
+            store.query("missing", [1, 0], 1)
+    with pytest.raises(BackendError, match=r"^chroma: ") as err:
+        store.query("i", [1, 0], 1)
+    assert err.value.__cause__ is not None
+    with pytest.raises(BackendError, match=r"^chroma: "):
+        registry().vector_store(url)

@@ -12,6 +12,7 @@ from recallstack.adapters.qdrant.client import connect
 from recallstack.adapters.qdrant.edge import folder_of
 from recallstack.adapters.qdrant.payload import decode, encode, point_id
 from recallstack.core.errors import (
+    BackendError,
     DimensionMismatchError,
     IndexNotFoundError,
     InvalidInputError,
@@ -118,3 +119,17 @@ def test_edge_builds_its_hnsw_index_on_the_first_search_after_writes(tmp_path: P
     (hit,) = store.query("i", vectors[5], 1)
     assert hit.id == "v5"
     assert shard.info().indexed_vectors_count == len(vectors)
+
+
+def test_engine_errors_are_backend_errors(tmp_path: Path) -> None:
+    """Edge raises a plain `Exception` when another store holds the shard's WAL."""
+    holder, other = (registry().vector_store(f"qdrant+edge:///{tmp_path}") for _ in range(2))
+    holder.create_index("i", 2)
+    with pytest.raises(BackendError, match=r"^qdrant-edge: .*WAL") as err:
+        other.query("i", [1, 0], 1)
+    assert type(err.value.__cause__) is Exception
+    local = f"qdrant+local:///{tmp_path / 'local'}"
+    first = registry().vector_store(local)
+    with pytest.raises(BackendError, match=r"^qdrant: .*already accessed"):
+        registry().vector_store(local)
+    first.close()

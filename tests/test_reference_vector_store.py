@@ -10,6 +10,7 @@ import pytest
 
 from recallstack.adapters.memory.vector import InMemoryVectorStore
 from recallstack.core.errors import (
+    BackendError,
     DimensionMismatchError,
     FilterError,
     IndexNotFoundError,
@@ -230,3 +231,27 @@ def test_past_ties_asks_again_while_the_extra_hit_ties() -> None:
     asked.clear()
     assert list(past_ties(search, 1, lambda s: s)) == [0.9, 0.8]
     assert asked == [2]  # no tie at the cut: one search
+
+
+class _FailingDriver(InMemoryVectorStore):
+    """A store whose driver fails, as a network or engine error would."""
+
+    driver_errors = (ConnectionError,)
+
+    def _query(self, *args: Any) -> Any:
+        raise ConnectionError("connection reset by peer")
+
+    def _upsert(self, *args: Any) -> Any:
+        raise KeyError("a bug, not the driver")
+
+
+def test_driver_errors_become_backend_errors_and_nothing_else_does() -> None:
+    store = _FailingDriver()
+    store.create_index("idx", 2)
+    with pytest.raises(BackendError, match="memory: connection reset by peer") as err:
+        store.query("idx", [1, 0], 1)
+    assert isinstance(err.value.__cause__, ConnectionError)
+    with pytest.raises(IndexNotFoundError):  # recallstack's own errors pass unchanged
+        store.query("missing", [1, 0], 1)
+    with pytest.raises(KeyError):  # what the driver does not raise is not dressed up
+        store.upsert("idx", ["a"], [[1, 0]])

@@ -25,7 +25,7 @@ from recallstack.core.filters import Node
 from recallstack.core.metadata import Metadata
 from recallstack.core.scores import Matrix, best, past_ties, ranked, score
 from recallstack.core.table_names import table_name
-from recallstack.core.vector_store import VectorBatch, VectorStore
+from recallstack.core.vector_store import VectorBatch, VectorStore, wraps_driver_errors
 from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult, trusted_hit
 
 SPACES: dict[Metric, str] = {"cosine": "cosine", "euclidean": "l2", "dotproduct": "ip"}
@@ -63,7 +63,10 @@ def score_of(distance: float, metric: Metric) -> float:
 class ChromaVectorStore(VectorStore):
     backend = "chroma"
     capabilities = CAPABILITIES
+    driver_errors = (Exception,)
+    """chromadb raises its `ChromaError` family, `ValueError` and httpx's errors."""
 
+    @wraps_driver_errors
     def __init__(self, url: str, *, exact_below: int = 5000) -> None:
         self.client = connect(url)
         self.exact_below = exact_below
@@ -84,9 +87,11 @@ class ChromaVectorStore(VectorStore):
     def _handle(self, name: str) -> tuple[Any, tuple[int, Metric]] | None:
         """The collection and its shape, cached (each lookup is a round trip)."""
         if name not in self._handles:
+            from chromadb.errors import NotFoundError
+
             try:
                 collection = self.client.get_collection(table_name(name))
-            except Exception:
+            except NotFoundError:
                 return None
             meta = collection.metadata or {}
             self._handles[name] = (collection, (int(meta["dimension"]), meta["metric"]))

@@ -28,17 +28,15 @@ CAPABILITIES = Capabilities(
 
 
 def _edge(url: str, search: Any = "auto") -> Any:
-    from recallstack.adapters.qdrant.edge import EdgeDriver
     from recallstack.adapters.qdrant.store import QdrantVectorStore
 
-    return QdrantVectorStore(EdgeDriver(url), "qdrant-edge", search)
+    return QdrantVectorStore(url, "qdrant-edge", search)
 
 
 def _client(url: str, search: Any = "auto", **options: Any) -> Any:
-    from recallstack.adapters.qdrant.client import ClientDriver
     from recallstack.adapters.qdrant.store import QdrantVectorStore
 
-    return QdrantVectorStore(ClientDriver(url, **options), "qdrant", search)
+    return QdrantVectorStore(url, "qdrant", search, **options)
 
 
 @hookimpl

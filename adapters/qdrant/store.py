@@ -19,7 +19,7 @@ from recallstack.core.errors import IndexNotFoundError
 from recallstack.core.filters import Node
 from recallstack.core.metadata import Metadata
 from recallstack.core.scores import Matrix, past_ties, ranked
-from recallstack.core.vector_store import VectorBatch, VectorStore
+from recallstack.core.vector_store import VectorBatch, VectorStore, wraps_driver_errors
 from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult
 
 BATCH = 512
@@ -60,11 +60,24 @@ class Driver(Protocol):
 
 
 class QdrantVectorStore(VectorStore):
+    driver_errors = (Exception,)
+    """qdrant-edge raises plain `Exception`; qdrant-client raises httpx, gRPC and its own."""
+
+    @wraps_driver_errors
     def __init__(
-        self, driver: Driver, backend: str, search: Literal["auto", "exact"] = "auto"
+        self,
+        url: str,
+        backend: Literal["qdrant-edge", "qdrant"],
+        search: Literal["auto", "exact"] = "auto",
+        **options: Any,
     ) -> None:
-        self.driver = driver
+        from recallstack.adapters.qdrant.client import ClientDriver
+        from recallstack.adapters.qdrant.edge import EdgeDriver
+
         self.backend = backend  # type: ignore[misc]
+        self.driver: Driver = (
+            EdgeDriver(url) if backend == "qdrant-edge" else ClientDriver(url, **options)
+        )
         self.search = search
         self.capabilities = CAPABILITIES.model_copy(update={"exact": search == "exact"})
 
