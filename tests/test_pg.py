@@ -170,3 +170,20 @@ def test_a_callers_pool_is_used_committed_and_left_open(pg_url: str) -> None:
     own = PgVectorStore(pg_url)
     own.close()
     assert own.db.pool.closed
+
+
+def test_a_pool_with_no_connection_to_give_is_a_backend_error(pg_url: str) -> None:
+    from pgvector.psycopg import register_vector
+    from psycopg_pool import ConnectionPool
+
+    PgVectorStore(pg_url).close()  # creates the vector extension the pool's connections need
+    autocommit = {"autocommit": True}
+    with ConnectionPool(
+        pg_url, min_size=1, max_size=1, timeout=0.5, kwargs=autocommit, configure=register_vector
+    ) as pool:
+        pool.wait()
+        store = PgVectorStore(pg_url, pool=pool)
+        store.create_index("busy", 2)
+        with pool.connection(), pytest.raises(BackendError, match="postgres: couldn't get"):
+            store.query("busy", [1, 0], 1)
+        assert store.query("busy", [1, 0], 1) == []

@@ -65,17 +65,18 @@ class Database:
         here (measured, bench/pg_vectors.py). `putconn` rolls back whatever a
         failed statement left open, as `pool.connection()` would.
         """
-        conn = self.pool.getconn()
         try:
-            cur = conn.execute(sql, params)
-            rows: list[tuple[Any, ...]] = cur.fetchall() if cur.description else []
-            if not conn.autocommit:
-                conn.commit()
-            return rows
+            conn = self.pool.getconn()  # a pool that cannot connect raises PoolTimeout here
+            try:
+                cur = conn.execute(sql, params)
+                rows: list[tuple[Any, ...]] = cur.fetchall() if cur.description else []
+                if not conn.autocommit:
+                    conn.commit()
+                return rows
+            finally:
+                self.pool.putconn(conn)
         except self.errors as exc:
             raise BackendError(f"postgres: {exc}") from exc
-        finally:
-            self.pool.putconn(conn)
 
     def migrate(self, component: str, migrations: Sequence[Migration]) -> None:
         """Run the migrations `component` has not had yet, under an advisory lock."""
