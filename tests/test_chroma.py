@@ -100,3 +100,16 @@ def test_a_server_that_goes_away_is_a_backend_error() -> None:
     assert err.value.__cause__ is not None
     with pytest.raises(BackendError, match=r"^chroma: "):
         registry().vector_store(url)
+
+
+def test_a_candidate_deleted_before_its_metadata_is_read_is_left_out(tmp_path: Path) -> None:
+    """An exact query reads embeddings, then the winners' metadata: a delete may fall between."""
+    store = ChromaVectorStore(f"chroma:///{tmp_path}")
+    store.create_index("i", 2)
+    store.upsert("i", ["a", "b"], [[1, 0], [0, 1]], [{"k": 1}, {"k": 2}])
+    collection = store._collection("i")
+    candidates = collection.get(include=["embeddings"])
+    store.delete("i", ids=["a"])
+    query = np.array([1, 0], dtype=np.float32)
+    hits = store._exact(collection, candidates, query, "cosine", 2, False, None)
+    assert [(h.id, h.metadata) for h in hits] == [("b", {"k": 2})]
