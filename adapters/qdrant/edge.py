@@ -62,18 +62,18 @@ class EdgeDriver:
     # ---- the catalog ------------------------------------------------------------------
 
     def _catalog(self) -> dict[str, dict[str, Any]]:
-        """A copy of the catalog file's contents, parsed again only when the file changed.
+        """The catalog file's contents, parsed again only when the file changed.
 
         Every query asks for its index's shape: a `stat` costs a microsecond,
-        reading and parsing the file about sixty.
+        reading and parsing the file about sixty. Callers copy before changing it.
         """
         try:
-            stat = self._path.stat()
+            stat = os.stat(self._path)
         except FileNotFoundError:
             return {}
         if _version(stat) != self._read[0]:
             self._read = (_version(stat), json.loads(self._path.read_text()))
-        return dict(self._read[1])
+        return self._read[1]
 
     def _save(self, catalog: dict[str, dict[str, Any]]) -> None:
         temporary = self._path.with_suffix(".tmp")
@@ -118,7 +118,7 @@ class EdgeDriver:
             for key in INDEXED_FIELDS:
                 shard.update(q.UpdateOperation.create_field_index(key, q.PayloadSchemaType.Keyword))
             self._shards[name] = shard
-            catalog = self._catalog()
+            catalog = dict(self._catalog())
             catalog[name] = {"dir": directory, "dimension": dimension, "metric": config.metric}
             self._save(catalog)
 
@@ -128,7 +128,7 @@ class EdgeDriver:
             self._unoptimized.discard(name)
             if shard is not None:
                 shard.close()
-            catalog = self._catalog()
+            catalog = dict(self._catalog())
             entry = catalog.pop(name)
             shutil.rmtree(self.folder / entry["dir"], ignore_errors=True)
             self._save(catalog)
