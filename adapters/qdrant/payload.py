@@ -71,11 +71,10 @@ def _decode(value: Any) -> Any:
 
 def _empty_lists(value: dict[str, Any], prefix: str = "") -> Iterator[str]:
     for key, child in value.items():
-        path = f"{prefix}{encode_key(key)}"
         if child == []:
-            yield path
+            yield prefix + encode_key(key)
         elif isinstance(child, dict):
-            yield from _empty_lists(child, path + ".")
+            yield from _empty_lists(child, f"{prefix}{encode_key(key)}.")
 
 
 def encode(id_: str, metadata: Metadata, norm: float = 1.0) -> dict[str, Any]:
