@@ -81,7 +81,9 @@ def run_chroma(size: int, queries: int, folder: Path) -> None:
 
     mine = ingest("recallstack", ours_write, size)
     client = chromadb.PersistentClient(path=str(folder / "raw"))
-    collection = client.create_collection("bench", configuration={"hnsw": {"space": "cosine"}})
+    # the HNSW parameters recallstack's collection gets by default (IndexConfig)
+    hnsw = {"space": "cosine", "max_neighbors": 16, "ef_construction": 64}
+    collection = client.create_collection("bench", configuration={"hnsw": hnsw})
 
     def raw_write() -> None:
         for lo in range(0, size, 5000):
@@ -126,7 +128,11 @@ def run(size: int, queries: int, folder: Path) -> None:
     raw_dir.mkdir()
     shard = q.EdgeShard.create(
         str(raw_dir),
-        q.EdgeConfig(vectors={"v": q.EdgeVectorParams(size=DIM, distance=q.Distance.Cosine)}),
+        q.EdgeConfig(
+            vectors={"v": q.EdgeVectorParams(size=DIM, distance=q.Distance.Cosine)},
+            # the HNSW parameters recallstack's index gets by default (IndexConfig)
+            hnsw_config=q.HnswIndexConfig(m=16, ef_construct=64, full_scan_threshold=10_000),
+        ),
     )
     shard.update(q.UpdateOperation.create_field_index("resource_id", q.PayloadSchemaType.Keyword))
     start = time.perf_counter()
