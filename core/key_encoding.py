@@ -9,11 +9,13 @@ and the reserved keys (`resource_id`, ...) keep their names.
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Callable
 from typing import Any
 
-_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
-_ALL_PLAIN = re.compile("[a-zA-Z0-9_]*")
+_PLAIN_CHARACTERS = string.ascii_letters + string.digits + "_"
+_PLAIN = frozenset(_PLAIN_CHARACTERS)
+_ALL_PLAIN = re.compile(f"[{_PLAIN_CHARACTERS}]*")
 """The common case in one C call: every metadata key of every record is encoded."""
 
 

@@ -245,11 +245,11 @@ class ChromaVectorStore(VectorStore):
         metadata = dict(zip(stored["ids"], stored["metadatas"], strict=True))
         return [
             trusted_hit(
-                found["ids"][i],
+                id_,
                 float(scores[i]),
-                decode(metadata[found["ids"][i]]),
+                decode(metadata[id_]),
                 matrix[i].tolist() if include_vector else None,
             )
-            for i in chosen
-            if found["ids"][i] in metadata  # deleted between the two reads: gone
+            for i, id_ in zip(chosen, ids, strict=True)
+            if id_ in metadata  # deleted between the two reads: gone
         ]
