@@ -6,7 +6,10 @@ For each size: N 384-d vectors (clustered like text embeddings) with
 resource_id / thread_id metadata, 100 resources so a resource filter selects
 1%. The same points go, with plain metadata, into a second shard or
 collection through the raw API. Prints ingest vectors/s and query p50/p95
-with and without the filter for both, and their ratio.
+with and without the filter for both, and their ratio. recallstack searches
+Edge shards on one thread (`search_threads=1`), so raw Edge is timed twice: with
+Edge's default search pool, as a raw user gets it, and reopened with one
+search thread, the same setting.
 """
 
 from __future__ import annotations
@@ -171,14 +174,28 @@ def run(size: int, queries: int, folder: Path) -> None:
             )
         )
 
+    raw: dict[str, float] = {}
+    for setting in ("Edge's default search threads", "one search thread, as recallstack"):
+        if raw:  # the same shard, reopened with recallstack's search setting
+            shard.close()
+            shard = q.EdgeShard.load(
+                str(raw_dir),
+                q.EdgeConfig(
+                    vectors={"v": q.EdgeVectorParams(size=DIM, distance=q.Distance.Cosine)},
+                    max_search_threads=1,
+                ),
+            )
+        for label, where in (("unfiltered", None), ("resource_id filter 1%", "r7")):
+            print(f"query, {label}: raw qdrant_edge, {setting}")
+            raw[setting + label] = timed(lambda i, w=where: raw_query(i, w is not None), queries)
     for label, where in (("unfiltered", None), ("resource_id filter 1%", {"resource_id": "r7"})):
         print(f"query, {label}: recallstack")
         ours = timed(
             lambda i, where=where: store.query("bench", probes[i], 10, filter=where), queries
         )
-        print(f"query, {label}: raw qdrant_edge")
-        raw = timed(lambda i, where=where: raw_query(i, where is not None), queries)
-        print(f"    ratio {ours / raw:.2f}x")
+        for setting in raw:
+            if setting.endswith(label):
+                print(f"    ratio to raw, {setting[: -len(label)]}: {ours / raw[setting]:.2f}x")
     store.close()
     shard.close()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +120,31 @@ def test_edge_builds_its_hnsw_index_on_the_first_search_after_writes(tmp_path: P
     (hit,) = store.query("i", vectors[5], 1)
     assert hit.id == "v5"
     assert shard.info().indexed_vectors_count == len(vectors)
+
+
+def _search_threads(shard_folder: Path) -> Any:
+    """What Edge persisted for the shard: the setting it searches with."""
+    (config,) = shard_folder.glob("*/edge_config.json")
+    return json.loads(config.read_text()).get("max_search_threads")
+
+
+def test_edge_searches_on_one_thread_unless_told_otherwise(tmp_path: Path) -> None:
+    store = registry().vector_store(f"qdrant+edge:///{tmp_path}")
+    store.create_index("i", 2)
+    store.upsert("i", ["a"], [[1, 0]])
+    store.close()
+    assert _search_threads(tmp_path) == 1
+    # a shard made by another setting is reopened with this store's
+    again = registry().vector_store(f"qdrant+edge:///{tmp_path}", search_threads=3)
+    assert [hit.id for hit in again.query("i", [1, 0], 1)] == ["a"]
+    again.close()
+    assert _search_threads(tmp_path) == 3
+
+
+@pytest.mark.parametrize("threads", [0, -1, 1.5, True, "2"])
+def test_bad_search_threads(threads: Any, tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match="search_threads must be a positive int or None"):
+        registry().vector_store(f"qdrant+edge:///{tmp_path}", search_threads=threads)
 
 
 def test_engine_errors_are_backend_errors(tmp_path: Path) -> None:

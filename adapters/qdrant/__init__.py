@@ -1,6 +1,6 @@
 """Qdrant: the Edge engine in process, the client's local mode, and servers.
 
-URLs: `qdrant+edge:///folder` (Qdrant Edge, `qdrant-edge-py`),
+URLs: `qdrant+edge:///folder` (Qdrant Edge, `qdrant-edge-py`; `search_threads=`),
 `qdrant+local:///folder` and `qdrant+local://:memory:` (qdrant-client's local
 mode, a Python re-implementation meant for tests), `qdrant://host:6333`
 (a server; `api_key=`, `https=`). Drivers are imported only when used.
@@ -27,10 +27,10 @@ CAPABILITIES = Capabilities(
 """Qdrant has no string ranges; `search="exact"` makes every query exact."""
 
 
-def _edge(url: str, search: Any = "auto") -> Any:
+def _edge(url: str, search: Any = "auto", **options: Any) -> Any:
     from recallstack.adapters.qdrant.store import QdrantVectorStore
 
-    return QdrantVectorStore(url, "qdrant-edge", search)
+    return QdrantVectorStore(url, "qdrant-edge", search, **options)
 
 
 def _client(url: str, search: Any = "auto", **options: Any) -> Any:

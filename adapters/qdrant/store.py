@@ -76,7 +76,7 @@ class QdrantVectorStore(VectorStore):
 
         self.backend = backend  # type: ignore[misc]
         self.driver: Driver = (
-            EdgeDriver(url) if backend == "qdrant-edge" else ClientDriver(url, **options)
+            EdgeDriver(url, **options) if backend == "qdrant-edge" else ClientDriver(url, **options)
         )
         self.search = search
         self.capabilities = CAPABILITIES.model_copy(update={"exact": search == "exact"})
