@@ -43,7 +43,11 @@ class QueryResult(BaseModel):
 
 
 _new = object.__new__
-_set = object.__setattr__
+_set_dict = object.__setattr__
+# the slots BaseModel declares, set through their descriptors: a frozen model refuses setattr
+_set_fields_set = vars(BaseModel)["__pydantic_fields_set__"].__set__
+_set_extra = vars(BaseModel)["__pydantic_extra__"].__set__
+_set_private = vars(BaseModel)["__pydantic_private__"].__set__
 
 
 def trusted_hit(
@@ -52,11 +56,11 @@ def trusted_hit(
     """A hit built from values a backend already produced, without validation.
 
     Every query builds up to top_k of these: `model_construct` costs about
-    2.5 µs each, this under 1 µs (it sets exactly what `model_construct` sets).
+    2.5 µs each, this 0.75 µs (it sets exactly what `model_construct` sets).
     """
     hit = _new(QueryResult)
-    _set(hit, "__dict__", {"id": id, "score": score, "metadata": metadata, "vector": vector})
-    _set(hit, "__pydantic_fields_set__", {"id", "score", "metadata", "vector"})
-    _set(hit, "__pydantic_extra__", None)
-    _set(hit, "__pydantic_private__", None)
+    _set_dict(hit, "__dict__", {"id": id, "score": score, "metadata": metadata, "vector": vector})
+    _set_fields_set(hit, {"id", "score", "metadata", "vector"})
+    _set_extra(hit, None)
+    _set_private(hit, None)
     return hit
