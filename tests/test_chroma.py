@@ -56,12 +56,12 @@ def test_rewriting_a_record_drops_its_old_keys(tmp_path: Path) -> None:
     store = registry().vector_store(f"chroma:///{tmp_path}")
     store.create_index("i", 2)
     store.upsert("i", ["a"], [[1, 0]], [{"old": 1, "k": None}])
-    store.upsert("i", ["a"], [[1, 0]], [{"new": 2}])
-    assert store.query("i", [1, 0], 5, filter={"old": {"$exists": True}}) == []
+    store.upsert("i", ["b", "a"], [[0, 1], [1, 0]], [{"old": 3}, {"new": 2}])  # one new, one not
+    assert [r.id for r in store.query("i", [1, 0], 5, filter={"old": {"$exists": True}})] == ["b"]
     assert store.query("i", [1, 0], 5, filter={"k": None})[0].metadata == {"new": 2}
     store.update("i", id="a", metadata={"k": True})
     assert store.query("i", [1, 0], 5, filter={"new": {"$exists": True}}) == []
-    assert store.describe_index("i").count == 1
+    assert store.describe_index("i").count == 2
 
 
 def test_above_exact_below_hnsw_answers_and_ties_sort_by_id(tmp_path: Path) -> None:
