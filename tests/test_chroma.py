@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from recallstack.adapters.chroma import server
-from recallstack.adapters.chroma.metadata import KINDS, decode, encode
+from recallstack.adapters.chroma.metadata import JSON, KINDS, decode, encode
 from recallstack.adapters.chroma.store import ChromaVectorStore, connect, score_of
 from recallstack.core.errors import BackendError, IndexNotFoundError, InvalidInputError
 from recallstack.core.registry import registry
@@ -23,6 +24,7 @@ def test_shadow_keys_and_round_trip() -> None:
         "e": [],
         "s": "",
         "b": False,
+        "f": 1.0,
     }
     stored = encode(metadata)
     assert decode(stored) == metadata
@@ -32,11 +34,37 @@ def test_shadow_keys_and_round_trip() -> None:
     assert stored["t\x00o"] == "o" and stored["z\x00o.k"] is True
     kinds = {k: v for k, v in stored.items() if k.startswith("t\x00")}
     assert kinds == {
-        **{"t\x00n": "n", "t\x00l": "l", "t\x00o": "o", "t\x00o.k": "z", "t\x00e": "l"},
-        **{"t\x00s": "s", "t\x00b": "b"},
+        **{"t\x00n": "i", "t\x00l": "l", "t\x00o": "o", "t\x00o.k": "z", "t\x00e": "l"},
+        **{"t\x00s": "s", "t\x00b": "b", "t\x00f": "n"},
     }
     assert set(kinds.values()) == set(KINDS)  # every path's kind is one a presence test lists
     assert all(v != [] for v in stored.values())  # Chroma refuses empty lists
+
+
+@pytest.mark.parametrize(
+    ("metadata", "said_by_keys"),
+    [
+        ({"resource_id": "r1", "n": 2, "f": 2.0, "b": True, "z": None, "k e-y": "x"}, True),
+        ({"big": 2**53 + 1}, False),  # a float would round it
+        ({"l": [1]}, False),
+        ({"o": {"k": 1}}, False),
+        ({}, False),  # Chroma refuses an empty metadata
+    ],
+)
+def test_flat_metadata_is_read_back_from_its_keys(
+    metadata: dict[str, Any], said_by_keys: bool
+) -> None:
+    stored = encode(metadata)
+    assert (JSON not in stored) is said_by_keys
+    decoded = decode(stored)
+    assert decoded == metadata
+    assert [type(v) for v in decoded.values()] == [type(v) for v in metadata.values()]
+
+
+def test_records_written_with_their_json_are_read_from_it() -> None:
+    """Before flat metadata went without, every record had the JSON, and ints said "n"."""
+    old = {"t\x00n": "n", "v\x00n": 1.0, JSON: '{"n": 1}'}
+    assert decode(old) == {"n": 1} and type(decode(old)["n"]) is int
 
 
 def test_scores_from_chroma_distances() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from recallstack.adapters.chroma.metadata import KINDS, key
+from recallstack.adapters.chroma.metadata import KINDS, NUMBERS, key
 from recallstack.core.filters import Condition, Logical, Node, Not
 from recallstack.core.metadata import Scalar
 
@@ -102,7 +102,7 @@ def _range(path: tuple[str, ...], op: str, value: Scalar, negate: bool) -> dict[
     opposite = _OPPOSITE[op]
     return {
         "$and": [
-            {"$or": [{key("t", path): {"$ne": "n"}}, {key("v", path): {opposite: value}}]},
+            {"$or": [{key("t", path): {"$nin": NUMBERS}}, {key("v", path): {opposite: value}}]},
             {"$or": [{key("h", path): {"$ne": True}}, {key(extreme, path): {opposite: value}}]},
         ]
     }

@@ -7,13 +7,18 @@ with dots) is stored as shadow keys a filter can address:
 | key | holds |
 |---|---|
 | `v\\0f` | a scalar value: str, bool, or a number stored as a float (Chroma mis-compares ints) |
-| `t\\0f` | its type: n(umber) s(tring) b(ool) z (null) l(ist) o(bject) |
+| `t\\0f` | its type: i(nt) n (float) s(tring) b(ool) z (null) l(ist) o(bject) |
 | `z\\0f` | True when the value is null or a list holding null |
 | `ls\\0f`, `ln\\0f`, `lb\\0f` | a list's strings, numbers (as floats), booleans |
 | `mx\\0f`, `mn\\0f`, `h\\0f` | a list's largest and smallest number, and True when it has one |
-| `\\0json` | the metadata itself, for reading back |
+| `\\0json` | the metadata itself, for reading back, unless the `t` and `v` keys say it all |
 
-Every path has a `t` key, so "the path is present" is `t $in KINDS`.
+Every path has a `t` key, so "the path is present" is `t $in KINDS`. Flat
+metadata of strings, booleans, nulls and numbers a float holds exactly (the
+common case: memory's own keys) is read back from its `t` and `v` keys, and
+gets no `\\0json` key: every stored key costs Chroma time on each write, 12%
+of the ingest rate for this one (measured). Records written with one are read
+from it, whatever they hold.
 """
 
 from __future__ import annotations
@@ -21,13 +26,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from recallstack.core.key_encoding import encode_key
+from recallstack.core.key_encoding import decode_key, encode_key
 from recallstack.core.metadata import Metadata
 
 JSON = "\x00json"
-KINDS = ["n", "s", "b", "z", "l", "o"]
+KINDS = ["i", "n", "s", "b", "z", "l", "o"]
 """Every value `t` keys hold. A list-valued presence key would do the same job, but
 Chroma writes a list several times slower than a string."""
+NUMBERS = ["i", "n"]
+"""The kinds of a number (records written before ints had their own say "n")."""
+_EXACT_IN_A_FLOAT = 2**53
 
 
 def key(kind: str, path: tuple[str, ...]) -> str:
@@ -43,7 +51,9 @@ def _kind(value: Any) -> str:
         return "z"
     if isinstance(value, bool):
         return "b"
-    if isinstance(value, int | float):
+    if isinstance(value, int):
+        return "i"
+    if isinstance(value, float):
         return "n"
     if isinstance(value, str):
         return "s"
@@ -79,12 +89,33 @@ def _flatten(value: dict[str, Any], prefix: tuple[str, ...], out: dict[str, Any]
             out[key("v", path)] = child
 
 
+def _said_by_keys(metadata: Metadata) -> bool:
+    """Whether the `t` and `v` keys alone give the metadata back, exactly."""
+    return bool(metadata) and all(
+        value is None
+        or isinstance(value, str | float)
+        or (isinstance(value, int) and abs(value) <= _EXACT_IN_A_FLOAT)
+        for value in metadata.values()
+    )
+
+
 def encode(metadata: Metadata) -> dict[str, Any]:
-    out: dict[str, Any] = {JSON: json.dumps(metadata)}
+    out: dict[str, Any] = {}
     _flatten(metadata, (), out)
+    if not _said_by_keys(metadata):
+        out[JSON] = json.dumps(metadata)
     return out
 
 
 def decode(stored: dict[str, Any] | None) -> Metadata:
-    decoded: Metadata = json.loads((stored or {}).get(JSON, "{}"))
-    return decoded
+    stored = stored or {}
+    if JSON in stored:
+        decoded: Metadata = json.loads(stored[JSON])
+        return decoded
+    metadata: Metadata = {}
+    for name, kind in stored.items():
+        if name[:2] == "t\x00":
+            path = name[2:]
+            value = stored.get("v\x00" + path)
+            metadata[decode_key(path)] = int(value) if kind == "i" else value
+    return metadata

@@ -50,7 +50,7 @@ def _replace(collection: Any, ids: list[str], vectors: Any, metadatas: list[Any]
     """Write records whole. Chroma's upsert merges new metadata into the old, which
     would leave stale shadow keys behind, so existing records are deleted first:
     found first, since looking an id up costs a tenth of deleting one that is not
-    there (1.5 µs against 10–20 µs, measured), and most writes are new records."""
+    there (1.5 µs against 10 to 20 µs, measured), and most writes are new records."""
     existing = collection.get(ids=ids, include=[])["ids"]
     if existing:
         collection.delete(ids=existing)
