@@ -116,6 +116,6 @@ def decode(stored: dict[str, Any] | None) -> Metadata:
     for name, kind in stored.items():
         if name[:2] == "t\x00":
             path = name[2:]
-            value = stored.get("v\x00" + path)
+            value: Any = stored.get("v\x00" + path)  # none for a null
             metadata[decode_key(path)] = int(value) if kind == "i" else value
     return metadata
