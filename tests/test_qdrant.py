@@ -135,10 +135,11 @@ def test_edge_searches_on_one_thread_unless_told_otherwise(tmp_path: Path) -> No
     store.close()
     assert _search_threads(tmp_path) == 1
     # a shard made by another setting is reopened with this store's
-    again = registry().vector_store(f"qdrant+edge:///{tmp_path}", search_threads=3)
-    assert [hit.id for hit in again.query("i", [1, 0], 1)] == ["a"]
-    again.close()
-    assert _search_threads(tmp_path) == 3
+    for threads, persisted in ((3, 3), (None, 0)):  # 0: Edge's own CPU-sized pool
+        again = registry().vector_store(f"qdrant+edge:///{tmp_path}", search_threads=threads)
+        assert [hit.id for hit in again.query("i", [1, 0], 1)] == ["a"]
+        again.close()
+        assert _search_threads(tmp_path) == persisted
 
 
 @pytest.mark.parametrize("threads", [0, -1, 1.5, True, "2"])

@@ -126,7 +126,8 @@ class EdgeDriver:
         return q.EdgeConfig(
             vectors={"v": q.EdgeVectorParams(size=dimension, distance=distance)},
             hnsw_config=hnsw,
-            max_search_threads=self.search_threads,
+            # None would keep what the shard has; 0 is Edge's CPU-sized pool, said outright
+            max_search_threads=0 if self.search_threads is None else self.search_threads,
         )
 
     def create(self, name: str, dimension: int, config: IndexConfig) -> None:
