@@ -9,14 +9,15 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 from recallstack.core.errors import InvalidInputError, NotFoundError
 from recallstack.core.messages import Message, as_utc, utc_now
-from recallstack.core.records import Include, MessagePage, Resource, Thread, ThreadPage
+from recallstack.core.records import Include, MessagePage, Page, Resource, Thread, ThreadPage
 
 Order = Literal["asc", "desc"]
 ThreadOrderBy = Literal["created_at", "updated_at"]
+P = TypeVar("P", bound=Page[Any])
 
 
 class Storage(ABC):
@@ -75,13 +76,7 @@ class Storage(ABC):
             raise InvalidInputError(f"cannot order threads by {order_by!r} {order!r}")
         limit, offset = _window(page, per_page)
         items, total = self._list_threads(resource_id, order_by, order, limit, offset)
-        return ThreadPage(
-            items=items,
-            total=total,
-            page=page,
-            per_page=per_page,
-            has_more=_has_more(page, per_page, total),
-        )
+        return _page(ThreadPage, items, total, page, per_page)
 
     # ---- messages -------------------------------------------------------------
 
@@ -152,13 +147,7 @@ class Storage(ABC):
             for m in self._include_windows(list(include), resource_id):
                 chosen.setdefault(m.id, m)
         messages = sorted(chosen.values(), key=lambda m: m.sort_key, reverse=order == "desc")
-        return MessagePage(
-            items=messages,
-            total=total,
-            page=page,
-            per_page=per_page,
-            has_more=_has_more(page, per_page, total),
-        )
+        return _page(MessagePage, messages, total, page, per_page)
 
     def delete_messages(self, ids: Sequence[str]) -> None:
         """Delete messages by id; unknown ids are ignored."""
@@ -260,9 +249,11 @@ def _window(page: int, per_page: int | None) -> tuple[int | None, int]:
     return per_page, page * per_page
 
 
-def _has_more(page: int, per_page: int | None, total: int) -> bool:
-    """Whether items lie beyond this page (an empty `per_page=0` page has more when any exist)."""
-    return per_page is not None and (page + 1) * per_page < total
+def _page(kind: type[P], items: list[Any], total: int, page: int, per_page: int | None) -> P:
+    """One page of a listing. It has more when items lie beyond it (an empty
+    `per_page=0` page has more when any exist)."""
+    has_more = per_page is not None and (page + 1) * per_page < total
+    return kind(items=items, total=total, page=page, per_page=per_page, has_more=has_more)
 
 
 def _check_paging(page: int, per_page: int | None) -> None:
