@@ -8,7 +8,7 @@ import numpy as np
 import psycopg
 import pytest
 
-from recallstack.adapters.pg.database import Database
+from recallstack.adapters.pg.database import JSONB_OID, Database, jsonb_loader
 from recallstack.adapters.pg.storage import MIGRATIONS, PgStorage
 from recallstack.adapters.pg.vector import PgVectorStore
 from recallstack.core.errors import BackendError, IndexNotFoundError
@@ -187,3 +187,32 @@ def test_a_pool_with_no_connection_to_give_is_a_backend_error(pg_url: str) -> No
         with pool.connection(), pytest.raises(BackendError, match="postgres: couldn't get"):
             store.query("busy", [1, 0], 1)
         assert store.query("busy", [1, 0], 1) == []
+
+
+JSON_DOCUMENTS = [
+    {},
+    {"a": [1, -2.5, 1e-7, 12345678901234567890123, None, True, False]},
+    {"text": 'é ü 漢字 😀 \\ " \n \t', "nested": {"deep": {"x": [{}, []]}}},
+    [1, "two", {"three": 3.0}],
+    "a plain string",
+    -0.0,
+]
+
+
+def test_jsonb_is_read_as_json_loads_reads_it(pg_url: str) -> None:
+    """recallstack's cursors decode jsonb with their own loader; the values are json.loads'."""
+    import json
+
+    from psycopg.pq import Format
+    from psycopg.types.json import Jsonb
+
+    db = Database(pg_url, vector=False)
+    for document in JSON_DOCUMENTS:
+        [(value, text)] = db.query("SELECT %s::jsonb, %s::jsonb::text", (Jsonb(document),) * 2)
+        assert value == json.loads(text)
+        assert type(value) is type(json.loads(text))
+    with db.cursor() as cur:
+        assert cur.adapters.get_loader(JSONB_OID, Format.TEXT) is jsonb_loader()
+    with db.pool.connection() as conn:  # the loader is the cursor's, not the connection's
+        assert conn.adapters.get_loader(JSONB_OID, Format.TEXT) is not jsonb_loader()
+    db.close()

@@ -2,14 +2,44 @@
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from recallstack.core.errors import BackendError
 
+if TYPE_CHECKING:
+    from psycopg.abc import Buffer
+    from psycopg.adapt import Loader
+
 Migration = Callable[[Any], None]
 """A migration runs statements on the cursor it is given, inside a transaction."""
+
+JSONB_OID = 3802
+_scan_json = json.JSONDecoder().raw_decode
+
+
+@functools.cache
+def jsonb_loader() -> type[Loader]:
+    """The loader recallstack's cursors decode jsonb with (psycopg imported on first use)."""
+    from psycopg.adapt import Loader
+
+    class JsonbLoader(Loader):
+        """jsonb text straight into the stdlib's C JSON scanner.
+
+        psycopg's default calls `json.loads` on bytes, which sniffs the encoding
+        first and looks for trailing text after: about 1.5 µs a value, and every
+        metadata and message row has one. Postgres sends one UTF-8 document with
+        nothing around it, so neither step can find anything; the values are
+        the ones `json.loads` gives, from the same decoder.
+        """
+
+        def load(self, data: Buffer) -> Any:
+            return _scan_json(str(data, "utf-8"))[0]
+
+    return JsonbLoader
 
 
 class Database:
@@ -43,16 +73,23 @@ class Database:
         self.pool = pool
         self.errors = (psycopg.Error,)
 
+    def _cursor(self, conn: Any) -> Any:
+        """A cursor of `conn` with recallstack's jsonb loader, set on the cursor only:
+        a pool the caller passed keeps its connections as they were."""
+        cur = conn.cursor()
+        cur.adapters.register_loader(JSONB_OID, jsonb_loader())
+        return cur
+
     @contextmanager
     def cursor(self, transaction: bool = False) -> Iterator[Any]:
         """A cursor; with `transaction=True` everything in the block commits together."""
         try:
             with self.pool.connection() as conn:
                 if transaction:
-                    with conn.transaction(), conn.cursor() as cur:
+                    with conn.transaction(), self._cursor(conn) as cur:
                         yield cur
                 else:
-                    with conn.cursor() as cur:
+                    with self._cursor(conn) as cur:
                         yield cur
         except self.errors as exc:
             raise BackendError(f"postgres: {exc}") from exc
@@ -68,7 +105,7 @@ class Database:
         try:
             conn = self.pool.getconn()  # a pool that cannot connect raises PoolTimeout here
             try:
-                cur = conn.execute(sql, params)
+                cur = self._cursor(conn).execute(sql, params)
                 rows: list[tuple[Any, ...]] = cur.fetchall() if cur.description else []
                 if not conn.autocommit:
                     conn.commit()
