@@ -96,10 +96,11 @@ def _parse_document(document: Any, where: str) -> Node:
 
 
 def _parse_path(key: str, where: str) -> tuple[str, ...]:
+    """A field path; `key` itself does not start with `$` (the caller refused that)."""
     path = tuple(key.split("."))
-    if any(not part for part in path):
+    if "" in path:
         raise FilterError(f"field path {key!r} has an empty part", where)
-    if any(part.startswith("$") for part in path):
+    if ".$" in key:
         raise FilterError(f"field path {key!r} has a part starting with '$'", where)
     return path
 

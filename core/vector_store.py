@@ -295,6 +295,12 @@ def _validate_vector(
         raise InvalidInputError(f"{where}: expected one vector, got shape {v.shape}")
     if v.shape[0] != dimension:
         raise DimensionMismatchError(dimension, v.shape[0], where)
+    # one BLAS call settles the usual case: the sum of squares is finite and not zero
+    # only when every component is finite and one is not zero (or it overflowed, or
+    # underflowed: the exact checks below then decide)
+    squares = float(v.dot(v))
+    if squares != 0.0 and math.isfinite(squares):
+        return v
     largest = float(np.abs(v).max())  # NaN and infinity propagate: one check for all three
     if not math.isfinite(largest):
         raise InvalidInputError(f"{where}: the vector has NaN or infinite components")

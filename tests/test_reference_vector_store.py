@@ -147,10 +147,14 @@ def test_bad_upserts_change_nothing(
 
 @pytest.mark.parametrize("size", [1e25, 1e-30])
 def test_extreme_but_finite_vectors_are_valid(store: InMemoryVectorStore, size: float) -> None:
+    """Squaring these overflows or underflows float32: the query check must look closer."""
     store.upsert("idx", ["far"], [[size, 0, 0]])
     assert store.describe_index("idx").count == 4
+    store.query("idx", [size, 0, 0], 1)  # accepted
     with pytest.raises(InvalidInputError, match="infinite"):
         store.query("idx", [size, np.inf, 0], 1)
+    with pytest.raises(InvalidInputError, match="zero vector"):
+        store.query("idx", [0, 0, 0], 1)
 
 
 @pytest.mark.parametrize(
