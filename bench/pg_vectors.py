@@ -22,77 +22,20 @@ backend answers move p50 by up to 10%, more than the overhead being measured.
 from __future__ import annotations
 
 import argparse
-import random
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
+from timing import elapsed, in_blocks, show
+from workload import DIM, clustered, scopes
 
 from recallstack.adapters.pg import server
 from recallstack.adapters.pg.sql_filters import compile_filter
 from recallstack.adapters.pg.vector import PgVectorStore
 from recallstack.core.filters import parse_filter
 from recallstack.core.table_names import table_name
-
-DIM = 384
-RESOURCES = 100
-
-
-def elapsed(fn: Callable[[], Any]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
-def in_blocks(
-    variants: dict[str, Callable[[int], float]], n: int, block: int = 20, passes: int = 5
-) -> dict[str, list[float]]:
-    """Seconds per call of each variant over probes 0..n-1, after a warm-up.
-
-    Probes go in blocks of `block`; every variant runs the same block, in an
-    order shuffled per block, so drift and ordering effects fall on all alike.
-    """
-    rng = random.Random(0)
-    samples: dict[str, list[float]] = {label: [] for label in variants}
-    for i in range(min(n, block)):
-        for fn in variants.values():
-            fn(i)
-    for _ in range(passes):
-        for lo in range(0, n, block):
-            order = list(variants.items())
-            rng.shuffle(order)
-            for label, fn in order:
-                samples[label] += [fn(i) for i in range(lo, min(n, lo + block))]
-    return samples
-
-
-def p50_p95(samples: list[float]) -> tuple[float, float]:
-    ms = sorted(s * 1000 for s in samples)
-    return statistics.median(ms), ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))]
-
-
-def show(label: str, samples: list[float]) -> float:
-    p50, p95 = p50_p95(samples)
-    print(f"{label:42s} p50 {p50:7.2f} ms   p95 {p95:7.2f} ms")
-    return p50
-
-
-def clustered(size: int, queries: int) -> tuple[np.ndarray, np.ndarray]:
-    """Vectors around size/50 topics, like sentence embeddings; probes near stored rows.
-
-    (Pure Gaussian noise in 384 dimensions is the worst case of any ANN index and
-    looks nothing like text embeddings.)
-    """
-    rng = np.random.default_rng(0)
-    centers = rng.normal(size=(max(1, size // 50), DIM))
-    data = centers[rng.integers(0, len(centers), size)] + 0.6 * rng.normal(size=(size, DIM))
-    picks = rng.integers(0, size, queries)
-    probes = data[picks] + 0.6 * rng.normal(size=(queries, DIM))
-    return data.astype(np.float32), probes.astype(np.float32)
 
 
 def run(url: str, size: int, queries: int) -> None:
@@ -111,10 +54,7 @@ def run(url: str, size: int, queries: int) -> None:
             name,
             [f"m{i}" for i in range(lo, min(size, lo + 10_000))],
             data[lo : lo + 10_000],
-            [
-                {"resource_id": f"r{i % RESOURCES}", "thread_id": f"t{i % 1000}"}
-                for i in range(lo, min(size, lo + 10_000))
-            ],
+            scopes(lo, min(size, lo + 10_000)),
         )
     ingest = size / (time.perf_counter() - start)
     start = time.perf_counter()

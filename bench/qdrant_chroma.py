@@ -6,16 +6,19 @@ For each size: N 384-d vectors (clustered like text embeddings) with
 resource_id / thread_id metadata, 100 resources so a resource filter selects
 1%. The same points go, with plain metadata, into a second shard or
 collection through the raw API. Prints ingest vectors/s and query p50/p95
-with and without the filter for both, and their ratio. recallstack searches
-Edge shards on one thread (`search_threads=1`), so raw Edge is timed twice: with
-Edge's default search pool, as a raw user gets it, and reopened with one
-search thread, the same setting.
+with and without the filter for both, and their ratio. Queries run in
+shuffled blocks of the same probes, every variant on each block, so drift
+on this shared machine falls on all alike.
+
+recallstack searches Edge shards on one thread (`search_threads=1`), so raw
+Edge is timed twice: with Edge's default search pool, as a raw user gets it,
+and on a copy of the shard opened with one search thread, the same setting.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
+import shutil
 import tempfile
 import time
 import uuid
@@ -23,41 +26,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import qdrant_edge as q
+from timing import elapsed, in_blocks, show
+from workload import DIM, clustered, scopes
 
 from recallstack.core.registry import registry
 
-DIM = 384
-RESOURCES = 100
-
-
-def clustered(size: int, queries: int) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(0)
-    centers = rng.normal(size=(max(1, size // 50), DIM))
-    data = centers[rng.integers(0, len(centers), size)] + 0.6 * rng.normal(size=(size, DIM))
-    probes = data[rng.integers(0, size, queries)] + 0.6 * rng.normal(size=(queries, DIM))
-    return data.astype(np.float32), probes.astype(np.float32)
-
-
-def timed(fn: Callable[[int], Any], n: int) -> float:
-    samples = []
-    for i in range(n):
-        start = time.perf_counter()
-        fn(i)
-        samples.append(time.perf_counter() - start)
-    ms = sorted(s * 1000 for s in samples)
-    p50, p95 = statistics.median(ms), ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))]
-    print(f"    p50 {p50:7.2f} ms   p95 {p95:7.2f} ms")
-    return p50
-
-
-def compare(label: str, ours: Callable[[int], Any], raw: Callable[[int], Any], n: int) -> None:
-    print(f"query, {label}: recallstack")
-    mine = timed(ours, n)
-    print(f"query, {label}: raw")
-    theirs = timed(raw, n)
-    print(f"    ratio {mine / theirs:.2f}x")
+FILTER = {"resource_id": "r7"}
 
 
 def ingest(label: str, write: Callable[[], None], size: int) -> float:
@@ -68,11 +43,25 @@ def ingest(label: str, write: Callable[[], None], size: int) -> float:
     return rate
 
 
+def compare(
+    label: str, ours: Callable[[int], Any], raws: dict[str, Callable[[int], Any]], n: int
+) -> None:
+    """Time recallstack and each raw variant on the same probes, and print the ratios."""
+    variants = {"recallstack": lambda i: elapsed(lambda: ours(i))}
+    for name, raw in raws.items():
+        variants[name] = lambda i, raw=raw: elapsed(lambda: raw(i))
+    samples = in_blocks(variants, n)
+    mine = show(f"query, {label}: recallstack", samples["recallstack"])
+    for name in raws:
+        theirs = show(f"    {name}", samples[name])
+        print(f"{'      ratio recallstack / that':42s} {mine / theirs:10.2f}x")
+
+
 def run_chroma(size: int, queries: int, folder: Path) -> None:
     import chromadb
 
     data, probes = clustered(size, queries)
-    meta = [{"resource_id": f"r{i % RESOURCES}", "thread_id": f"t{i % 1000}"} for i in range(size)]
+    meta = scopes(0, size)
     ids = [f"m{i}" for i in range(size)]
     print(f"\n== Chroma in process, {size:,} vectors x {DIM} ==")
     store = registry().vector_store(f"chroma:///{folder / 'ours'}")
@@ -98,25 +87,31 @@ def run_chroma(size: int, queries: int, folder: Path) -> None:
 
     theirs = ingest("raw chromadb", raw_write, size)
     print(f"    ratio of times {theirs / mine:.2f}x")
-    compare(
-        "unfiltered",
-        lambda i: store.query("bench", probes[i], 10),
-        lambda i: collection.query(query_embeddings=[probes[i]], n_results=10),
-        queries,
-    )
-    compare(
-        "resource_id filter 1%",
-        lambda i: store.query("bench", probes[i], 10, filter={"resource_id": "r7"}),
-        lambda i: collection.query(
-            query_embeddings=[probes[i]], n_results=10, where={"resource_id": "r7"}
-        ),
-        queries,
+    for label, where in (("unfiltered", None), ("resource_id filter 1%", FILTER)):
+        compare(
+            label,
+            lambda i, where=where: store.query("bench", probes[i], 10, filter=where),
+            {
+                "raw chromadb": lambda i, where=where: collection.query(
+                    query_embeddings=[probes[i]], n_results=10, where=where
+                )
+            },
+            queries,
+        )
+
+
+def edge_config(threads: int | None = None) -> Any:
+    return q.EdgeConfig(
+        vectors={"v": q.EdgeVectorParams(size=DIM, distance=q.Distance.Cosine)},
+        # the HNSW parameters recallstack's index gets by default (IndexConfig)
+        hnsw_config=q.HnswIndexConfig(m=16, ef_construct=64, full_scan_threshold=10_000),
+        max_search_threads=threads,
     )
 
 
 def run(size: int, queries: int, folder: Path) -> None:
     data, probes = clustered(size, queries)
-    meta = [{"resource_id": f"r{i % RESOURCES}", "thread_id": f"t{i % 1000}"} for i in range(size)]
+    meta = scopes(0, size)
     ids = [f"m{i}" for i in range(size)]
     print(f"\n== Qdrant Edge, {size:,} vectors x {DIM} ==")
 
@@ -129,14 +124,7 @@ def run(size: int, queries: int, folder: Path) -> None:
 
     raw_dir = folder / "raw"
     raw_dir.mkdir()
-    shard = q.EdgeShard.create(
-        str(raw_dir),
-        q.EdgeConfig(
-            vectors={"v": q.EdgeVectorParams(size=DIM, distance=q.Distance.Cosine)},
-            # the HNSW parameters recallstack's index gets by default (IndexConfig)
-            hnsw_config=q.HnswIndexConfig(m=16, ef_construct=64, full_scan_threshold=10_000),
-        ),
-    )
+    shard = q.EdgeShard.create(str(raw_dir), edge_config())
     shard.update(q.UpdateOperation.create_field_index("resource_id", q.PayloadSchemaType.Keyword))
     start = time.perf_counter()
     for lo in range(0, size, 512):
@@ -161,43 +149,42 @@ def run(size: int, queries: int, folder: Path) -> None:
     start = time.perf_counter()
     shard.optimize()
     print(f"index build: recallstack {ours_build:.1f} s, raw {time.perf_counter() - start:.1f} s")
+    shard.close()
+    shutil.copytree(raw_dir, folder / "raw-one-thread")
+    shards = {
+        "raw Edge, its default search pool": q.EdgeShard.load(str(raw_dir)),
+        "raw Edge, one search thread": q.EdgeShard.load(
+            str(folder / "raw-one-thread"), edge_config(threads=1)
+        ),
+    }
 
-    flt = q.Filter(must=[q.FieldCondition("resource_id", match=q.MatchValue("r7"))])
-
-    def raw_query(i: int, with_filter: bool) -> Any:
+    def raw_query(shard: Any, i: int, where: str | None) -> Any:
+        flt = None
+        if where is not None:
+            flt = q.Filter(must=[q.FieldCondition("resource_id", match=q.MatchValue(where))])
         return shard.query(
             q.QueryRequest(
                 limit=10,
                 query=q.Query.Nearest(probes[i].tolist(), using="v"),
-                filter=flt if with_filter else None,
+                filter=flt,
                 with_payload=True,
             )
         )
 
-    raw: dict[str, float] = {}
-    for setting in ("Edge's default search threads", "one search thread, as recallstack"):
-        if raw:  # the same shard, reopened with recallstack's search setting
-            shard.close()
-            shard = q.EdgeShard.load(
-                str(raw_dir),
-                q.EdgeConfig(
-                    vectors={"v": q.EdgeVectorParams(size=DIM, distance=q.Distance.Cosine)},
-                    max_search_threads=1,
-                ),
-            )
-        for label, where in (("unfiltered", None), ("resource_id filter 1%", "r7")):
-            print(f"query, {label}: raw qdrant_edge, {setting}")
-            raw[setting + label] = timed(lambda i, w=where: raw_query(i, w is not None), queries)
-    for label, where in (("unfiltered", None), ("resource_id filter 1%", {"resource_id": "r7"})):
-        print(f"query, {label}: recallstack")
-        ours = timed(
-            lambda i, where=where: store.query("bench", probes[i], 10, filter=where), queries
+    for label, where in (("unfiltered", None), ("resource_id filter 1%", FILTER)):
+        value = None if where is None else where["resource_id"]
+        compare(
+            label,
+            lambda i, where=where: store.query("bench", probes[i], 10, filter=where),
+            {
+                name: lambda i, shard=shard, value=value: raw_query(shard, i, value)
+                for name, shard in shards.items()
+            },
+            queries,
         )
-        for setting in raw:
-            if setting.endswith(label):
-                print(f"    ratio to raw, {setting[: -len(label)]}: {ours / raw[setting]:.2f}x")
     store.close()
-    shard.close()
+    for shard in shards.values():
+        shard.close()
 
 
 def main() -> None:
