@@ -295,9 +295,9 @@ def _validate_vector(
         raise InvalidInputError(f"{where}: expected one vector, got shape {v.shape}")
     if v.shape[0] != dimension:
         raise DimensionMismatchError(dimension, v.shape[0], where)
-    # one BLAS call settles the usual case: the sum of squares is finite and not zero
-    # only when every component is finite and one is not zero (or it overflowed, or
-    # underflowed: the exact checks below then decide)
+    # the usual case in one BLAS call: a finite, non-zero sum of squares means every
+    # component is finite and one is not zero; otherwise (a sum that overflowed or
+    # underflowed included) the exact checks below decide
     squares = float(v.dot(v))
     if squares != 0.0 and math.isfinite(squares):
         return v

@@ -18,6 +18,7 @@ Migration = Callable[[Any], None]
 """A migration runs statements on the cursor it is given, inside a transaction."""
 
 JSONB_OID = 3802
+"""jsonb's type oid, the same in every Postgres."""
 _scan_json = json.JSONDecoder().raw_decode
 
 
@@ -72,7 +73,7 @@ class Database:
             )
         self.pool = pool
         self.errors = (psycopg.Error,)
-        self.has_rows = psycopg.pq.ExecStatus.TUPLES_OK
+        self.tuples_ok = psycopg.pq.ExecStatus.TUPLES_OK
 
     def _cursor(self, conn: Any) -> Any:
         """A cursor of `conn` with recallstack's jsonb loader, set on the cursor only:
@@ -109,7 +110,7 @@ class Database:
             conn = self.pool.getconn()  # a pool that cannot connect raises PoolTimeout here
             try:
                 cur = self._cursor(conn).execute(sql, params)
-                returned = cur.pgresult.status == self.has_rows
+                returned = cur.pgresult.status == self.tuples_ok
                 rows: list[tuple[Any, ...]] = cur.fetchall() if returned else []
                 if not conn.autocommit:
                     conn.commit()
