@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, ClassVar, Literal, TypeVar
 
-from recallstack.core.errors import InvalidInputError, NotFoundError
+from recallstack.core.errors import InvalidInputError, NotFoundError, is_positive_int
 from recallstack.core.messages import Message, as_utc, utc_now
 from recallstack.core.records import Include, MessagePage, Page, Resource, Thread, ThreadPage
 
@@ -167,7 +167,7 @@ class Storage(ABC):
 
     def unindexed(self, index_name: str, limit: int = 256) -> list[Message]:
         """Up to `limit` messages with no record under `index_name`, oldest first."""
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
+        if not is_positive_int(limit):
             raise InvalidInputError(f"limit must be a positive int, got {limit!r}")
         return self._unindexed(index_name, limit)
 

@@ -26,6 +26,7 @@ from recallstack.core.errors import (
     RecallstackError,
     UnsupportedFeatureError,
     UnsupportedFilterError,
+    is_positive_int,
 )
 from recallstack.core.filters import Node, parse_filter
 from recallstack.core.metadata import Metadata, normalize_metadata
@@ -88,7 +89,7 @@ class VectorStore(ABC):
     ) -> None:
         """Create an index; idempotent. Another dimension → `DimensionMismatchError`."""
         _check_name(name)
-        if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension <= 0:
+        if not is_positive_int(dimension):
             raise InvalidInputError(f"index {name!r}: dimension must be a positive int")
         cfg = IndexConfig.model_validate(config or {})
         if metric is not None:
@@ -139,7 +140,7 @@ class VectorStore(ABC):
         min_score: float | None = None,
     ) -> list[QueryResult]:
         """The top_k most similar vectors that match the filter, best first, ties by id."""
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k <= 0:
+        if not is_positive_int(top_k):
             raise InvalidInputError(f"top_k must be a positive int, got {top_k!r}")
         if min_score is not None and not math.isfinite(min_score):
             raise InvalidInputError(f"min_score must be a finite number, got {min_score!r}")

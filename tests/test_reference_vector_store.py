@@ -40,6 +40,8 @@ def test_create_index_is_idempotent_and_checks_dimension(store: InMemoryVectorSt
         store.create_index("idx", 4)
     with pytest.raises(InvalidInputError):
         store.create_index("bad", 0)
+    with pytest.raises(InvalidInputError, match="dimension must be a positive int"):
+        store.create_index("bad", True)  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError):
         store.create_index("", 3)
 
@@ -163,6 +165,8 @@ def test_extreme_but_finite_vectors_are_valid(store: InMemoryVectorStore, size: 
         ({"vector": [1, 0], "top_k": 1}, DimensionMismatchError),
         ({"vector": [1, 0, 0], "top_k": 0}, InvalidInputError),
         ({"vector": [1, 0, 0], "top_k": -1}, InvalidInputError),
+        ({"vector": [1, 0, 0], "top_k": True}, InvalidInputError),
+        ({"vector": [1, 0, 0], "top_k": 2.0}, InvalidInputError),
         ({"vector": [1, 0, 0], "top_k": 1, "filter": {"k": {"$bad": 1}}}, FilterError),
         ({"vector": [np.nan, 0, 0], "top_k": 1}, InvalidInputError),
         ({"vector": [1, 0, 0], "top_k": 1, "min_score": float("nan")}, InvalidInputError),

@@ -29,7 +29,7 @@ from typing import Any
 
 from recallstack.adapters.qdrant.filters import Dialect
 from recallstack.adapters.qdrant.store import INDEXED_FIELDS
-from recallstack.core.errors import IndexNotFoundError, InvalidInputError
+from recallstack.core.errors import IndexNotFoundError, InvalidInputError, is_positive_int
 from recallstack.core.table_names import table_name
 from recallstack.core.vectors import IndexConfig, Metric
 
@@ -49,11 +49,7 @@ class EdgeDriver:
     def __init__(self, url: str, search_threads: int | None = 1) -> None:
         import qdrant_edge as q
 
-        if search_threads is not None and (
-            isinstance(search_threads, bool)
-            or not isinstance(search_threads, int)
-            or search_threads <= 0
-        ):
+        if search_threads is not None and not is_positive_int(search_threads):
             raise InvalidInputError(
                 f"search_threads must be a positive int or None, got {search_threads!r}"
             )
