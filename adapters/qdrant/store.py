@@ -128,10 +128,9 @@ class QdrantVectorStore(VectorStore):
             if vector is not None:
                 self.driver.set_vector(name, pid, vector.tolist())
                 norm = float(np.linalg.norm(vector))
-            id_, stored = decode(payload)
-            self.driver.set_payload(
-                name, pid, encode(id_, stored if metadata is None else metadata, norm)
-            )
+            # the stored metadata is decoded only when it is kept
+            id_, kept = decode(payload) if metadata is None else (str(payload["id"]), metadata)
+            self.driver.set_payload(name, pid, encode(id_, kept, norm))
 
     def _delete(self, name: str, target: list[str] | Node) -> None:
         ids, flt = self._compiled(target)
