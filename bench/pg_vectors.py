@@ -28,7 +28,7 @@ from typing import Any
 
 from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
-from timing import elapsed, in_blocks, show
+from timing import compare, elapsed, timed
 from workload import DIM, clustered, scopes
 
 from recallstack.adapters.pg import server
@@ -91,29 +91,31 @@ def run(url: str, size: int, queries: int) -> None:
             with pool.connection() as conn:
                 conn.execute(sql, params(i)).fetchall()
 
-        return lambda i: elapsed(lambda: send(i))
+        return timed(send)
 
     for label, ours, sql, values in (
         (
             "unfiltered (HNSW)",
-            lambda i: elapsed(lambda: store.query(name, probes[i], 10)),
+            timed(lambda i: store.query(name, probes[i], 10)),
             unfiltered_sql,
             lambda i: (probes[i],),
         ),
         (
             "resource_id filter 1% (exact path)",
-            lambda i: elapsed(lambda: store.query(name, probes[i], 10, filter=flt)),
+            timed(lambda i: store.query(name, probes[i], 10, filter=flt)),
             filtered_sql,
             lambda i: (*params, probes[i]),
         ),
     ):
-        samples = in_blocks(
-            {"ours": ours, "pooled": pooled(sql, values), "held": held(sql, values)}, queries
+        compare(
+            label,
+            ours,
+            {
+                "same SQL, raw psycopg, pooled": pooled(sql, values),
+                "same SQL, raw psycopg, held conn.": held(sql, values),
+            },
+            queries,
         )
-        p50 = show(f"query, {label}", samples["ours"])
-        for kind, what in (("pooled", "raw psycopg, pooled"), ("held", "raw psycopg, held conn.")):
-            raw_p50 = show(f"    same SQL, {what}", samples[kind])
-            print(f"{'      ratio recallstack / that':42s} {p50 / raw_p50:10.2f}x")
     found = 0
     for q in probes[:50]:
         truth = {r.id for r in exact.query(name, q, 10)}

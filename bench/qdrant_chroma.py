@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import qdrant_edge as q
-from timing import elapsed, in_blocks, show
+from timing import compare, timed
 from workload import DIM, clustered, scopes
 
 from recallstack.core.registry import registry
@@ -41,20 +41,6 @@ def ingest(label: str, write: Callable[[], None], size: int) -> float:
     rate = size / (time.perf_counter() - start)
     print(f"ingest, {label}: {rate:,.0f} vectors/s")
     return rate
-
-
-def compare(
-    label: str, ours: Callable[[int], Any], raws: dict[str, Callable[[int], Any]], n: int
-) -> None:
-    """Time recallstack and each raw variant on the same probes, and print the ratios."""
-    variants = {"recallstack": lambda i: elapsed(lambda: ours(i))}
-    for name, raw in raws.items():
-        variants[name] = lambda i, raw=raw: elapsed(lambda: raw(i))
-    samples = in_blocks(variants, n)
-    mine = show(f"query, {label}: recallstack", samples["recallstack"])
-    for name in raws:
-        theirs = show(f"    {name}", samples[name])
-        print(f"{'      ratio recallstack / that':42s} {mine / theirs:10.2f}x")
 
 
 def run_chroma(size: int, queries: int, folder: Path) -> None:
@@ -90,10 +76,12 @@ def run_chroma(size: int, queries: int, folder: Path) -> None:
     for label, where in (("unfiltered", None), ("resource_id filter 1%", FILTER)):
         compare(
             label,
-            lambda i, where=where: store.query("bench", probes[i], 10, filter=where),
+            timed(lambda i, where=where: store.query("bench", probes[i], 10, filter=where)),
             {
-                "raw chromadb": lambda i, where=where: collection.query(
-                    query_embeddings=[probes[i]], n_results=10, where=where
+                "raw chromadb": timed(
+                    lambda i, where=where: collection.query(
+                        query_embeddings=[probes[i]], n_results=10, where=where
+                    )
                 )
             },
             queries,
@@ -175,9 +163,9 @@ def run(size: int, queries: int, folder: Path) -> None:
         value = None if where is None else where["resource_id"]
         compare(
             label,
-            lambda i, where=where: store.query("bench", probes[i], 10, filter=where),
+            timed(lambda i, where=where: store.query("bench", probes[i], 10, filter=where)),
             {
-                name: lambda i, shard=shard, value=value: raw_query(shard, i, value)
+                name: timed(lambda i, shard=shard, value=value: raw_query(shard, i, value))
                 for name, shard in shards.items()
             },
             queries,

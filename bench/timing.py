@@ -15,6 +15,11 @@ def elapsed(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
+def timed(call: Callable[[int], Any]) -> Callable[[int], float]:
+    """`call(probe)` made to return the seconds it took."""
+    return lambda i: elapsed(lambda: call(i))
+
+
 def in_blocks(
     variants: dict[str, Callable[[int], float]], n: int, block: int = 20, passes: int = 5
 ) -> dict[str, list[float]]:
@@ -48,3 +53,17 @@ def show(label: str, samples: list[float]) -> float:
     p50, p95 = p50_p95(samples)
     print(f"{label:42s} p50 {p50:7.2f} ms   p95 {p95:7.2f} ms")
     return p50
+
+
+def compare(
+    label: str,
+    ours: Callable[[int], float],
+    raws: dict[str, Callable[[int], float]],
+    n: int,
+) -> None:
+    """Time recallstack and each raw variant (seconds per probe) in blocks; print the ratios."""
+    samples = in_blocks({"recallstack": ours, **raws}, n)
+    mine = show(f"query, {label}: recallstack", samples["recallstack"])
+    for name in raws:
+        theirs = show(f"    {name}", samples[name])
+        print(f"{'      ratio recallstack / that':42s} {mine / theirs:10.2f}x")
