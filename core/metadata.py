@@ -19,6 +19,7 @@ Scalar = str | int | float | bool | None
 Metadata = dict[str, Any]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_PLAIN = frozenset({str, int, bool, type(None)})
 
 
 def epoch_ms(value: datetime) -> int:
@@ -63,7 +64,12 @@ def normalize_metadata(metadata: Mapping[str, Any] | None, where: str = "metadat
         raise InvalidInputError(f"{where}: expected an object, got {type(metadata).__name__}")
     result: Metadata = {}
     for key, value in metadata.items():
-        here = f"{where}.{check_key(key, where)}"
+        check_key(key, where)
+        if type(value) in _PLAIN:
+            # most values: nothing to check or convert, and no error path to name
+            result[key] = value
+            continue
+        here = f"{where}.{key}"
         if isinstance(value, Mapping):
             result[key] = normalize_metadata(value, here)
         elif isinstance(value, list | tuple):

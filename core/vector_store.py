@@ -321,7 +321,10 @@ def _validate_batch(
     where = f"upsert into index {name!r}"
     if isinstance(ids, str):
         raise InvalidInputError(f"{where}: ids must be a list of strings, not one string")
-    id_list = [_check_id(i, f"{where}: ids[{n}]") for n, i in enumerate(ids)]
+    id_list = list(ids)
+    for n, i in enumerate(id_list):
+        if type(i) is not str or not i:  # the message is built only for a bad id
+            _check_id(i, f"{where}: ids[{n}]")
     if not id_list:
         raise InvalidInputError(f"{where}: the batch is empty")
     if len(set(id_list)) != len(id_list):
@@ -354,6 +357,11 @@ def _validate_matrix(
             for n, v in enumerate(vectors)
         ]
         return np.stack(rows)
+    # as in _validate_vector: finite, non-zero sums of squares prove every row good, in
+    # one pass with no temporary; otherwise the largest components decide
+    squares = np.einsum("ij,ij->i", matrix, matrix)
+    if np.isfinite(squares).all() and (metric != "cosine" or squares.all()):
+        return matrix
     largest = np.abs(matrix).max(axis=1)  # NaN and infinity propagate, as in _validate_vector
     bad = ~np.isfinite(largest) | ((largest == 0.0) if metric == "cosine" else False)
     if bad.any():
