@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 
 from recallstack.adapters.qdrant.client import connect
 from recallstack.adapters.qdrant.edge import folder_of
-from recallstack.adapters.qdrant.payload import decode, encode, point_id
+from recallstack.adapters.qdrant.payload import NAMESPACE, decode, encode, length, point_id
 from recallstack.core.errors import (
     BackendError,
     DimensionMismatchError,
@@ -33,18 +34,36 @@ from recallstack.core.registry import registry
 def test_payload_round_trips(metadata: dict[str, Any]) -> None:
     payload = encode("my id", metadata)
     assert decode(payload) == ("my id", metadata)
-    assert all(not isinstance(v, bool) for v in payload["m"].values())  # stored as strings
+    assert all(not isinstance(v, bool) for v in payload.values())  # stored as strings
 
 
 def test_only_empty_lists_are_listed_and_only_other_lengths_kept() -> None:
-    assert encode("i", {"a": {"b c": [], "e": None}, "d": [], "f": [None]})["p"] == ["a.b-20c", "d"]
-    assert encode("i", {"a": 1, "b": {}}, norm=1.0 + 1e-9) == {"id": "i", "m": {"a": 1, "b": {}}}
-    assert encode("i", {}, norm=2.5)["n"] == 2.5
+    payload = encode("i", {"a": {"b c": [], "e": None}, "d": [], "f": [None]})
+    assert payload["-p"] == ["a.b-20c", "d"]
+    assert encode("i", {"a": 1, "b": {}}, 1.0 + 1e-9) == {"a": 1, "b": {}, "-id": "i"}
+    assert encode("i", {}) == {"-id": "i"}
 
 
-def test_ids_are_deterministic_uuids() -> None:
-    assert point_id("message-1") == point_id("message-1") != point_id("message-2")
-    assert len(point_id("x")) == 36
+@pytest.mark.parametrize("size", [2.5, 1e-30, 3e300, 1.0 + 1e-5])
+def test_vector_lengths_are_kept_exactly_as_ints(size: float) -> None:
+    stored = encode("i", {}, size)["-n"]
+    assert type(stored) is int and -(2**63) <= stored < 2**63  # a Qdrant integer
+    assert length({"-n": stored}) == size
+    assert length({}) == 1.0
+
+
+def test_metadata_keys_never_take_the_reserved_ones() -> None:
+    metadata = {"-id": "x", "-p": [], "-n": 2, "id": "y", "p": "z", "n": 3, "m": {}}
+    payload = encode("mine", metadata, 4.0)
+    assert (payload["-id"], payload["-p"], length(payload)) == ("mine", ["-2dp"], 4.0)
+    assert decode(payload) == ("mine", metadata)
+
+
+@pytest.mark.parametrize(
+    "id_", ["message-1", "message-2", "é 😀", "", *(f"m{i}" for i in range(32))]
+)
+def test_ids_are_uuid5(id_: str) -> None:
+    assert point_id(id_) == str(uuid.uuid5(NAMESPACE, id_))
 
 
 @pytest.mark.parametrize("url", ["qdrant+edge:///", "qdrant+edge://x", "libsql:///x"])
@@ -107,6 +126,43 @@ def test_a_dropped_index_is_forgotten(url: str, tmp_path: Path) -> None:
         store.query("i", [1, 0], 1)
     store.create_index("i", 3)
     assert store.describe_index("i").dimension == 3
+
+
+@pytest.mark.parametrize("url", ["qdrant+local://:memory:", "qdrant+edge:///{tmp}"])
+def test_metadata_named_like_reserved_keys_is_filtered_as_metadata(
+    url: str, tmp_path: Path
+) -> None:
+    store = registry().vector_store(url.format(tmp=tmp_path))
+    store.create_index("i", 2)
+    store.upsert("i", ["a", "b"], [[1, 0], [1, 1]], [{"-p": [], "id": "b"}, {"p": 1, "-n": 2}])
+
+    def ids(where: dict[str, Any]) -> list[str]:
+        return [hit.id for hit in store.query("i", [1, 0], 2, filter=where)]
+
+    assert ids({"-p": {"$exists": True}}) == ["a"]
+    assert ids({"p": {"$exists": True}}) == ["b"]
+    assert ids({"id": "b"}) == ["a"]
+    assert ids({"-n": 2}) == ["b"]
+    assert ids({"-id": {"$exists": True}}) == []
+    assert [h.metadata for h in store.query("i", [1, 0], 2)] == [
+        {"-p": [], "id": "b"},
+        {"p": 1, "-n": 2},
+    ]
+
+
+@pytest.mark.parametrize("url", ["qdrant+local://:memory:", "qdrant+edge:///{tmp}"])
+def test_cosine_vectors_come_back_at_their_length_through_updates(url: str, tmp_path: Path) -> None:
+    store = registry().vector_store(url.format(tmp=tmp_path))
+    store.create_index("cos", 2)
+    store.create_index("l2", 2, metric="euclidean")
+    for name in ("cos", "l2"):
+        store.upsert(name, ["a"], [[3, 4]])
+        store.update(name, id="a", metadata={"k": 1})
+        assert store.query(name, [1, 0], 1, include_vector=True)[0].vector == pytest.approx([3, 4])
+        store.update(name, id="a", vector=[0, 2])
+        assert store.query(name, [1, 0], 1, include_vector=True)[0].vector == pytest.approx([0, 2])
+    stored = {name: store.driver.points(name, None, None)[0][1] for name in ("cos", "l2")}
+    assert "-n" in stored["cos"] and "-n" not in stored["l2"]  # Qdrant normalises cosine only
 
 
 def test_edge_builds_its_hnsw_index_on_the_first_search_after_writes(tmp_path: Path) -> None:

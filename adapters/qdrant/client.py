@@ -9,6 +9,7 @@ collection maps logical names to collections, dimensions and metrics.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from typing import Any
 from uuid import UUID
 
@@ -126,7 +127,7 @@ class ClientDriver:
     def close(self) -> None:
         self.client.close()
 
-    def upsert(self, name: str, points: list[tuple[str, list[float], dict[str, Any]]]) -> None:
+    def upsert(self, name: str, points: Iterable[tuple[str, list[float], dict[str, Any]]]) -> None:
         self.client.upsert(
             self._collection(name),
             [self.m.PointStruct(id=pid, vector=v, payload=payload) for pid, v, payload in points],

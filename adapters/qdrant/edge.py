@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -120,7 +121,9 @@ class EdgeDriver:
             metric, q.Distance.Dot
         )
         return q.EdgeConfig(
-            vectors={"v": q.EdgeVectorParams(size=dimension, distance=distance)},
+            # the default vector (named ""): a point's vector is then a plain list, which
+            # Edge's binding converts 2.5 µs faster than a {name: list}
+            vectors=q.EdgeVectorParams(size=dimension, distance=distance),
             hnsw_config=hnsw,
             # None would keep what the shard has; 0 is Edge's CPU-sized pool, said outright
             max_search_threads=0 if self.search_threads is None else self.search_threads,
@@ -177,14 +180,9 @@ class EdgeDriver:
                     shard.optimize()
         return shard
 
-    def upsert(self, name: str, points: list[tuple[str, list[float], dict[str, Any]]]) -> None:
+    def upsert(self, name: str, points: Iterable[tuple[str, list[float], dict[str, Any]]]) -> None:
         q = self.q
-        self._write(
-            name,
-            q.UpdateOperation.upsert_points(
-                [q.Point(id=pid, vector={"v": v}, payload=payload) for pid, v, payload in points]
-            ),
-        )
+        self._write(name, q.UpdateOperation.upsert_points([q.Point(*point) for point in points]))
 
     def search(
         self,
@@ -199,14 +197,14 @@ class EdgeDriver:
         hits = self._searchable(name).query(
             q.QueryRequest(
                 limit=limit,
-                query=q.Query.Nearest(vector, using="v"),
+                query=q.Query.Nearest(vector),
                 filter=filter,
                 with_payload=True,
                 with_vector=with_vector,
                 params=q.SearchParams(exact=exact),
             )
         )
-        return [(h.payload, float(h.score), h.vector["v"] if with_vector else None) for h in hits]
+        return [(h.payload, float(h.score), h.vector if with_vector else None) for h in hits]
 
     def points(
         self, name: str, ids: list[str] | None, filter: Any
@@ -238,7 +236,7 @@ class EdgeDriver:
 
     def set_vector(self, name: str, pid: str, vector: list[float]) -> None:
         q = self.q
-        self._write(name, q.UpdateOperation.update_vectors([q.PointVectors(pid, {"v": vector})]))
+        self._write(name, q.UpdateOperation.update_vectors([q.PointVectors(pid, vector)]))
 
     def set_payload(self, name: str, pid: str, payload: dict[str, Any]) -> None:
         self._write(name, self.q.UpdateOperation.overwrite_payload([pid], payload))

@@ -6,7 +6,7 @@ classes through a `Dialect`. `$eq` is a keyword match (strings, booleans as
 stored) or a closed range (numbers, so 1 equals 1.0); lists match when an
 element does; `$ne`/`$nin`/`$not`/`$nor` are `must_not`; `$eq: None` is
 "null (or a list holding null) or not present". A path is present when it is
-not `is_empty` (missing, null or `[]`), or is null, or is listed in `p` as an
+not `is_empty` (missing, null or `[]`), or is null, or is listed in `-p` as an
 empty list. String ranges have no Qdrant equivalent and are refused.
 """
 
@@ -16,12 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from recallstack.adapters.qdrant.payload import encode_scalar, field, listed
+from recallstack.adapters.qdrant.payload import EMPTY_LISTS, encode_scalar, field
 from recallstack.core.filters import Condition, Logical, Node, Not
 from recallstack.core.metadata import Scalar
 
 NOTHING = "\x00nothing"
-"""A value no `p` entry ever has: matching it matches no point."""
+"""A value no `-p` entry ever has: matching it matches no point."""
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ def _none(parts: list[Any], d: Dialect) -> Any:
 
 
 def _nothing(d: Dialect) -> Any:
-    return d.filter(must=[d.match("p", NOTHING)])
+    return d.filter(must=[d.match(EMPTY_LISTS, NOTHING)])
 
 
 def _node(node: Node, d: Dialect) -> Any:
@@ -94,4 +94,4 @@ def _equals(path: tuple[str, ...], value: Scalar, d: Dialect) -> Any:
 
 def _present(path: tuple[str, ...], d: Dialect) -> Any:
     key = field(path)
-    return _any([_none([d.is_empty(key)], d), d.is_null(key), d.match("p", listed(path))], d)
+    return _any([_none([d.is_empty(key)], d), d.is_null(key), d.match(EMPTY_LISTS, field(path))], d)
