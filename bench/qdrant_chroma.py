@@ -4,15 +4,24 @@
 
 For each size: N 384-d vectors (clustered like text embeddings) with
 resource_id / thread_id metadata, 100 resources so a resource filter selects
-1%. The same points go, with plain metadata, into a second shard or
-collection through the raw API. Prints ingest vectors/s and query p50/p95
-with and without the filter for both, and their ratio. Queries run in
-shuffled blocks of the same probes, every variant on each block, so drift
-on this shared machine falls on all alike.
+1%. The same records go into a second shard or collection through the raw
+API, doing what recallstack's call does:
+- Edge: the caller's ids as UUIDv5 (Edge takes no string ids), kept in the
+  payload beside the metadata, both scope keys indexed, the same vector
+  config; each hit's payload and score are read, as Edge converts a payload
+  to Python only when it is read. A second raw writer stores less (random
+  ids, the metadata only, one index), for reference.
+- Chroma: `upsert`, of the plain metadata.
+Prints ingest vectors/s and query p50/p95 with and without the filter for
+both, and their ratio. Writes go round in batches of 1,000 and queries in
+blocks of the same probes, in an order shuffled each time, so drift on this
+shared machine falls on all alike.
 
-recallstack searches Edge shards on one thread (`search_threads=1`), so raw
-Edge is timed twice: with Edge's default search pool, as a raw user gets it,
-and on a copy of the shard opened with one search thread, the same setting.
+Edge queries go to copies of recallstack's own shard, opened raw, so that
+all answer from the same segments and HNSW graph. recallstack searches on
+one thread (`search_threads=1`), so raw Edge is timed twice: with Edge's
+default search pool, as a raw user gets it, and with one search thread, the
+same setting.
 """
 
 from __future__ import annotations
@@ -20,27 +29,17 @@ from __future__ import annotations
 import argparse
 import shutil
 import tempfile
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import qdrant_edge as q
-from timing import compare, timed
+from timing import compare, elapsed, ingest_rates, show_rates, timed
 from workload import DIM, clustered, scopes
 
 from recallstack.core.registry import registry
 
 FILTER = {"resource_id": "r7"}
-
-
-def ingest(label: str, write: Callable[[], None], size: int) -> float:
-    start = time.perf_counter()
-    write()
-    rate = size / (time.perf_counter() - start)
-    print(f"ingest, {label}: {rate:,.0f} vectors/s")
-    return rate
 
 
 def run_chroma(size: int, queries: int, folder: Path) -> None:
@@ -53,26 +52,24 @@ def run_chroma(size: int, queries: int, folder: Path) -> None:
     store = registry().vector_store(f"chroma:///{folder / 'ours'}")
     store.create_index("bench", DIM)
 
-    def ours_write() -> None:
-        for lo in range(0, size, 5000):
-            store.upsert("bench", ids[lo : lo + 5000], data[lo : lo + 5000], meta[lo : lo + 5000])
-
-    mine = ingest("recallstack", ours_write, size)
     client = chromadb.PersistentClient(path=str(folder / "raw"))
     # the HNSW parameters recallstack's collection gets by default (IndexConfig)
     hnsw = {"space": "cosine", "max_neighbors": 16, "ef_construction": 64}
     collection = client.create_collection("bench", configuration={"hnsw": hnsw})
-
-    def raw_write() -> None:
-        for lo in range(0, size, 5000):
-            collection.add(
-                ids=ids[lo : lo + 5000],
-                embeddings=data[lo : lo + 5000],
-                metadatas=meta[lo : lo + 5000],
-            )
-
-    theirs = ingest("raw chromadb", raw_write, size)
-    print(f"    ratio of times {theirs / mine:.2f}x")
+    show_rates(
+        ingest_rates(
+            {
+                "recallstack": lambda lo, hi: store.upsert(
+                    "bench", ids[lo:hi], data[lo:hi], meta[lo:hi]
+                ),
+                # upsert, as recallstack's is: insert, or overwrite by id
+                "raw chromadb": lambda lo, hi: collection.upsert(
+                    ids=ids[lo:hi], embeddings=data[lo:hi], metadatas=meta[lo:hi]
+                ),
+            },
+            size,
+        )
+    )
     for label, where in (("unfiltered", None), ("resource_id filter 1%", FILTER)):
         compare(
             label,
@@ -90,11 +87,19 @@ def run_chroma(size: int, queries: int, folder: Path) -> None:
 
 def edge_config(threads: int | None = None) -> Any:
     return q.EdgeConfig(
-        vectors={"v": q.EdgeVectorParams(size=DIM, distance=q.Distance.Cosine)},
+        vectors=q.EdgeVectorParams(size=DIM, distance=q.Distance.Cosine),
         # the HNSW parameters recallstack's index gets by default (IndexConfig)
         hnsw_config=q.HnswIndexConfig(m=16, ef_construct=64, full_scan_threshold=10_000),
         max_search_threads=threads,
     )
+
+
+def raw_shard(folder: Path, indexed: tuple[str, ...]) -> Any:
+    folder.mkdir()
+    shard = q.EdgeShard.create(str(folder), edge_config())
+    for key in indexed:
+        shard.update(q.UpdateOperation.create_field_index(key, q.PayloadSchemaType.Keyword))
+    return shard
 
 
 def run(size: int, queries: int, folder: Path) -> None:
@@ -105,59 +110,81 @@ def run(size: int, queries: int, folder: Path) -> None:
 
     store = registry().vector_store(f"qdrant+edge:///{folder / 'ours'}")
     store.create_index("bench", DIM)
-    start = time.perf_counter()
-    for lo in range(0, size, 5000):
-        store.upsert("bench", ids[lo : lo + 5000], data[lo : lo + 5000], meta[lo : lo + 5000])
-    ours_ingest = size / (time.perf_counter() - start)
+    shard = raw_shard(folder / "raw", ("resource_id", "thread_id"))
+    minimal = raw_shard(folder / "minimal", ("resource_id",))
 
-    raw_dir = folder / "raw"
-    raw_dir.mkdir()
-    shard = q.EdgeShard.create(str(raw_dir), edge_config())
-    shard.update(q.UpdateOperation.create_field_index("resource_id", q.PayloadSchemaType.Keyword))
-    start = time.perf_counter()
-    for lo in range(0, size, 512):
-        shard.update(
-            q.UpdateOperation.upsert_points(
-                [
-                    q.Point(id=str(uuid.uuid4()), vector={"v": data[i].tolist()}, payload=meta[i])
-                    for i in range(lo, min(size, lo + 512))
-                ]
+    def raw_write(lo: int, hi: int) -> None:
+        # the same records: the caller's ids (UUIDv5, as Qdrant takes no string ids,
+        # and kept in the payload to be read back), the metadata, both scope keys indexed
+        for start in range(lo, hi, 512):
+            shard.update(
+                q.UpdateOperation.upsert_points(
+                    [
+                        q.Point(
+                            id=uuid.uuid5(uuid.NAMESPACE_URL, ids[i]),
+                            vector=data[i].tolist(),
+                            payload={"id": ids[i], **meta[i]},
+                        )
+                        for i in range(start, min(hi, start + 512))
+                    ]
+                )
             )
-        )
-    raw_ingest = size / (time.perf_counter() - start)
-    print(
-        f"ingest: recallstack {ours_ingest:,.0f} /s, raw {raw_ingest:,.0f} /s "
-        f"(ratio of times {raw_ingest / ours_ingest:.2f}x)"
+
+    def minimal_write(lo: int, hi: int) -> None:
+        # less than recallstack must store: random ids, so the caller's are lost
+        for start in range(lo, hi, 512):
+            minimal.update(
+                q.UpdateOperation.upsert_points(
+                    [
+                        q.Point(id=uuid.uuid4(), vector=data[i].tolist(), payload=meta[i])
+                        for i in range(start, min(hi, start + 512))
+                    ]
+                )
+            )
+
+    rates = ingest_rates(
+        {
+            "recallstack": lambda lo, hi: store.upsert(
+                "bench", ids[lo:hi], data[lo:hi], meta[lo:hi]
+            ),
+            "raw Edge, the same records": raw_write,
+            "raw Edge, random ids, metadata only": minimal_write,
+        },
+        size,
     )
+    minimal.close()
+    show_rates(rates)
     # Edge builds its HNSW index only when optimize() is called; recallstack calls it
     # on the first search after writes, so that search is timed here as the build
-    start = time.perf_counter()
-    store.query("bench", probes[0], 10)
-    ours_build = time.perf_counter() - start
-    start = time.perf_counter()
-    shard.optimize()
-    print(f"index build: recallstack {ours_build:.1f} s, raw {time.perf_counter() - start:.1f} s")
+    ours_build = elapsed(lambda: store.query("bench", probes[0], 10))
+    raw_build = elapsed(shard.optimize)
+    print(f"index build: recallstack {ours_build:.1f} s, raw {raw_build:.1f} s")
     shard.close()
-    shutil.copytree(raw_dir, folder / "raw-one-thread")
-    shards = {
-        "raw Edge, its default search pool": q.EdgeShard.load(str(raw_dir)),
-        "raw Edge, one search thread": q.EdgeShard.load(
-            str(folder / "raw-one-thread"), edge_config(threads=1)
-        ),
-    }
+    # queries: raw Edge on copies of recallstack's own shard, so all answer from the same
+    # segments and HNSW graph (two builds of the same data differ by up to 0.1 ms a query)
+    store.close()
+    (built,) = [path for path in (folder / "ours").iterdir() if path.is_dir()]
+    shards = {}
+    for label, threads in (("its default search pool", 0), ("one search thread", 1)):
+        copy = shutil.copytree(built, folder / f"query-{threads}")
+        shards[f"raw Edge, {label}"] = q.EdgeShard.load(str(copy), edge_config(threads))
+    store = registry().vector_store(f"qdrant+edge:///{folder / 'ours'}")
 
     def raw_query(shard: Any, i: int, where: str | None) -> Any:
         flt = None
         if where is not None:
             flt = q.Filter(must=[q.FieldCondition("resource_id", match=q.MatchValue(where))])
-        return shard.query(
+        hits = shard.query(
             q.QueryRequest(
                 limit=10,
-                query=q.Query.Nearest(probes[i].tolist(), using="v"),
+                query=q.Query.Nearest(probes[i].tolist()),
                 filter=flt,
                 with_payload=True,
             )
         )
+        # what recallstack hands back, read: Edge converts a hit's payload to Python only
+        # when it is read, and the caller's id is in it
+        return [(hit.payload, hit.score) for hit in hits]
 
     for label, where in (("unfiltered", None), ("resource_id filter 1%", FILTER)):
         value = None if where is None else where["resource_id"]
