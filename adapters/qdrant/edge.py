@@ -201,7 +201,7 @@ class EdgeDriver:
                 filter=filter,
                 with_payload=True,
                 with_vector=with_vector,
-                params=q.SearchParams(exact=exact),
+                params=q.SearchParams(exact=True) if exact else None,
             )
         )
         return [(h.payload, float(h.score), h.vector if with_vector else None) for h in hits]
