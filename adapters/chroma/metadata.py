@@ -60,12 +60,13 @@ def _kind(value: Any) -> str:
     return "l" if isinstance(value, list) else "o"
 
 
-def _flatten(value: dict[str, Any], prefix: tuple[str, ...], out: dict[str, Any]) -> None:
+def _flatten(value: dict[str, Any], prefix: str, out: dict[str, Any]) -> None:
+    """Add the shadow keys of an object whose encoded path is `prefix` ("" at the top)."""
     for name, child in value.items():
-        path = (*prefix, name)
-        out[key("t", path)] = _kind(child)
+        path = prefix + encode_key(name)  # encoded once for all of its keys
+        out["t\x00" + path] = _kind(child)
         if isinstance(child, dict):
-            _flatten(child, path, out)
+            _flatten(child, path + ".", out)
         elif isinstance(child, list):
             strings = [x for x in child if isinstance(x, str)]
             numbers = [
@@ -74,19 +75,19 @@ def _flatten(value: dict[str, Any], prefix: tuple[str, ...], out: dict[str, Any]
             bools = [x for x in child if isinstance(x, bool)]
             for kind, items in (("ls", strings), ("ln", numbers), ("lb", bools)):
                 if items:
-                    out[key(kind, path)] = items
+                    out[f"{kind}\x00{path}"] = items
             if numbers:
-                out[key("mx", path)] = max(numbers)
-                out[key("mn", path)] = min(numbers)
-                out[key("h", path)] = True
+                out["mx\x00" + path] = max(numbers)
+                out["mn\x00" + path] = min(numbers)
+                out["h\x00" + path] = True
             if any(x is None for x in child):
-                out[key("z", path)] = True
+                out["z\x00" + path] = True
         elif child is None:
-            out[key("z", path)] = True
+            out["z\x00" + path] = True
         elif isinstance(child, int | float) and not isinstance(child, bool):
-            out[key("v", path)] = float(child)  # Chroma compares ints with floats wrongly
+            out["v\x00" + path] = float(child)  # Chroma compares ints with floats wrongly
         else:
-            out[key("v", path)] = child
+            out["v\x00" + path] = child
 
 
 def _said_by_keys(metadata: Metadata) -> bool:
@@ -101,7 +102,7 @@ def _said_by_keys(metadata: Metadata) -> bool:
 
 def encode(metadata: Metadata) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    _flatten(metadata, (), out)
+    _flatten(metadata, "", out)
     if not _said_by_keys(metadata):
         out[JSON] = json.dumps(metadata)
     return out
