@@ -31,13 +31,13 @@ def test_shadow_keys_and_round_trip() -> None:
     assert stored["v\x00n"] == 1.0 and isinstance(stored["v\x00n"], float)
     assert (stored["ln\x00l"], stored["ls\x00l"], stored["lb\x00l"]) == ([2.0, 3.5], ["x"], [True])
     assert (stored["mx\x00l"], stored["mn\x00l"], stored["z\x00l"]) == (3.5, 2.0, True)
-    assert stored["t\x00o"] == "o" and stored["z\x00o.k"] is True
-    kinds = {k: v for k, v in stored.items() if k.startswith("t\x00")}
-    assert kinds == {
-        **{"t\x00n": "i", "t\x00l": "l", "t\x00o": "o", "t\x00o.k": "z", "t\x00e": "l"},
-        **{"t\x00s": "s", "t\x00b": "b", "t\x00f": "n"},
-    }
-    assert set(kinds.values()) == set(KINDS)  # every path's kind is one a presence test lists
+    assert stored["to\x00o"] is True and stored["z\x00o.k"] is True
+    kinds = {k: v for k, v in stored.items() if k[0] == "t"}
+    assert kinds == dict.fromkeys(
+        ["ti\x00n", "tl\x00l", "to\x00o", "tz\x00o.k", "tl\x00e", "ts\x00s", "tb\x00b", "tn\x00f"],
+        True,  # a boolean: Chroma writes one far faster than a string
+    )
+    assert {k[1] for k in kinds} == set(KINDS)  # every path's kind is one a presence test lists
     assert all(v != [] for v in stored.values())  # Chroma refuses empty lists
 
 
@@ -62,9 +62,8 @@ def test_flat_metadata_is_read_back_from_its_keys(
 
 
 def test_records_written_with_their_json_are_read_from_it() -> None:
-    """Before flat metadata went without, every record had the JSON, and ints said "n"."""
-    old = {"t\x00n": "n", "v\x00n": 1.0, JSON: '{"n": 1}'}
-    assert decode(old) == {"n": 1} and type(decode(old)["n"]) is int
+    stored = {"tn\x00n": True, "v\x00n": 1.0, JSON: '{"n": 1}'}
+    assert decode(stored) == {"n": 1} and type(decode(stored)["n"]) is int
 
 
 def test_scores_from_chroma_distances() -> None:

@@ -57,8 +57,16 @@ def _condition(c: Condition, negate: bool) -> dict[str, Any]:
 
 
 def _present(path: tuple[str, ...], wanted: bool) -> dict[str, Any]:
-    """The path is present (absent: `$nin` also matches a missing key)."""
-    return {key("t", path): {"$in" if wanted else "$nin": KINDS}}
+    """The path is present: one of its kind keys is True (absent: none is)."""
+    return _of_kind(path, KINDS, wanted)
+
+
+def _of_kind(path: tuple[str, ...], kinds: list[str], wanted: bool) -> dict[str, Any]:
+    """The path holds a value of one of `kinds`; not wanted: of none of them, or is missing
+    (`$ne` matches a missing key)."""
+    if wanted:
+        return _join("$or", [{key("t" + kind, path): {"$eq": True}} for kind in kinds])
+    return _join("$and", [{key("t" + kind, path): {"$ne": True}} for kind in kinds])
 
 
 def _equals(path: tuple[str, ...], value: Scalar, negate: bool) -> dict[str, Any]:
@@ -102,7 +110,7 @@ def _range(path: tuple[str, ...], op: str, value: Scalar, negate: bool) -> dict[
     opposite = _OPPOSITE[op]
     return {
         "$and": [
-            {"$or": [{key("t", path): {"$nin": NUMBERS}}, {key("v", path): {opposite: value}}]},
+            {"$or": [_of_kind(path, NUMBERS, False), {key("v", path): {opposite: value}}]},
             {"$or": [{key("h", path): {"$ne": True}}, {key(extreme, path): {opposite: value}}]},
         ]
     }

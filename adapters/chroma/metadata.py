@@ -1,24 +1,28 @@
 """How recallstack metadata is stored in Chroma, so that every filter is exact.
 
 Chroma metadata is flat, holds no nulls, no empty or mixed lists, and its
-filters have no `$not`. So each metadata path `f` (keys encoded and joined
-with dots) is stored as shadow keys a filter can address:
+filters have no `$not` and no "key exists". So each metadata path `f` (keys
+encoded and joined with dots) is stored as shadow keys a filter can address:
 
 | key | holds |
 |---|---|
 | `v\\0f` | a scalar value: str, bool, or a number stored as a float (Chroma mis-compares ints) |
-| `t\\0f` | its type: i(nt) n (float) s(tring) b(ool) z (null) l(ist) o(bject) |
+| `tK\\0f` | True, with K its kind: i(nt) n (float) s(tring) b(ool) z (null) l(ist) o(bject) |
 | `z\\0f` | True when the value is null or a list holding null |
 | `ls\\0f`, `ln\\0f`, `lb\\0f` | a list's strings, numbers (as floats), booleans |
 | `mx\\0f`, `mn\\0f`, `h\\0f` | a list's largest and smallest number, and True when it has one |
-| `\\0json` | the metadata itself, for reading back, unless the `t` and `v` keys say it all |
+| `\\0json` | the metadata itself, for reading back, unless the kind and value keys say it all |
 
-Every path has a `t` key, so "the path is present" is `t $in KINDS`. Flat
-metadata of strings, booleans, nulls and numbers a float holds exactly (the
-common case: memory's own keys) is read back from its `t` and `v` keys, and
-gets no `\\0json` key: every stored key costs Chroma time on each write, 12%
-of the ingest rate for this one (measured). Records written with one are read
-from it, whatever they hold.
+Every path has a kind key, so "the path is present" is one of them being
+True, and "missing" none of them (`$ne` matches a missing key). The kind is
+in the key's name and its value is always True because Chroma writes a
+boolean far faster than a string: with the kind as a string value (`t\\0f`:
+"s"), a record of two strings wrote 15% slower than the same record raw; with
+booleans, as fast (measured, interleaved). Flat metadata of strings,
+booleans, nulls and numbers a float holds exactly (the common case: memory's
+own keys) is read back from its kind and value keys, and gets no `\\0json`
+key: every stored string costs Chroma time on each write. Records written
+with one are read from it, whatever they hold.
 """
 
 from __future__ import annotations
@@ -31,10 +35,10 @@ from recallstack.core.metadata import Metadata
 
 JSON = "\x00json"
 KINDS = ["i", "n", "s", "b", "z", "l", "o"]
-"""Every value `t` keys hold. A list-valued presence key would do the same job, but
-Chroma writes a list several times slower than a string."""
+"""Every kind a kind key names. A list-valued presence key per record would do the
+same job, but Chroma writes a list several times slower than a string."""
 NUMBERS = ["i", "n"]
-"""The kinds of a number (records written before ints had their own say "n")."""
+"""The kinds of a number."""
 _EXACT_IN_A_FLOAT = 2**53
 
 
@@ -64,7 +68,7 @@ def _flatten(value: dict[str, Any], prefix: str, out: dict[str, Any]) -> None:
     """Add the shadow keys of an object whose encoded path is `prefix` ("" at the top)."""
     for name, child in value.items():
         path = prefix + encode_key(name)  # encoded once for all of its keys
-        out["t\x00" + path] = _kind(child)
+        out[f"t{_kind(child)}\x00{path}"] = True
         if isinstance(child, dict):
             _flatten(child, path + ".", out)
         elif isinstance(child, list):
@@ -114,9 +118,9 @@ def decode(stored: dict[str, Any] | None) -> Metadata:
         decoded: Metadata = json.loads(stored[JSON])
         return decoded
     metadata: Metadata = {}
-    for name, kind in stored.items():
-        if name[:2] == "t\x00":
-            path = name[2:]
+    for name in stored:
+        if name[0] == "t" and name[2:3] == "\x00":  # a kind key, tK\0path
+            path = name[3:]
             value: Any = stored.get("v\x00" + path)  # none for a null
-            metadata[decode_key(path)] = int(value) if kind == "i" else value
+            metadata[decode_key(path)] = int(value) if name[1] == "i" else value
     return metadata
