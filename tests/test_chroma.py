@@ -104,6 +104,9 @@ def test_above_exact_below_hnsw_answers_and_ties_sort_by_id(tmp_path: Path) -> N
     hits = store.query("big", data[0], 10)
     assert [h.id for h in hits] == ["v000", *[f"v{i}" for i in range(100, 109)]]
     assert "big" in store._large
+    (hit,) = store.query("big", data[7], 1, include_vector=True)
+    assert (hit.id, hit.metadata) == ("v007", {"half": "a"})
+    assert hit.vector == pytest.approx(data[7].tolist())
     found = 0
     for q in data[200:220]:
         truth = {h.id for h in exact.query("big", q, 10, filter={"half": "a"})}

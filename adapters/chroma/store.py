@@ -202,21 +202,28 @@ class ChromaVectorStore(VectorStore):
             if where is None:
                 self._large.add(name)
         include = ["metadatas", "distances", *(["embeddings"] if include_vector else [])]
+        metric = shape[1]
 
         def nearest(n: int) -> list[tuple[float, str, Metadata, list[float] | None]]:
             """The n nearest as the (score, id, metadata, vector) rows `ranked` takes."""
             answer = collection.query(
                 query_embeddings=[vector], n_results=n, where=where, include=include
             )
+            ids, distances, metadatas = (
+                answer["ids"][0],
+                answer["distances"][0],
+                answer["metadatas"][0],
+            )
+            vectors = answer["embeddings"][0] if include_vector else [None] * len(ids)
             return [
                 (
-                    score_of(float(distance), shape[1]),
+                    score_of(float(distance), metric),
                     id_,
-                    decode(answer["metadatas"][0][i]),
-                    answer["embeddings"][0][i].tolist() if include_vector else None,
+                    decode(stored),
+                    None if stored_vector is None else stored_vector.tolist(),
                 )
-                for i, (id_, distance) in enumerate(
-                    zip(answer["ids"][0], answer["distances"][0], strict=True)
+                for id_, distance, stored, stored_vector in zip(
+                    ids, distances, metadatas, vectors, strict=True
                 )
             ]
 
