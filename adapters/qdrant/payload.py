@@ -69,18 +69,18 @@ def _encode(metadata: Metadata, empty_lists: list[str], prefix: str = "") -> dic
     """
     stored: dict[str, Any] = {}
     for key, value in metadata.items():
-        key = encode_key(key)
+        name = encode_key(key)
         kind = type(value)
         if kind is str:
-            stored[key] = "\x00" + value if value[:1] == "\x00" else value
+            stored[name] = "\x00" + value if value[:1] == "\x00" else value
         elif kind is dict:
-            stored[key] = _encode(value, empty_lists, f"{prefix}{key}.")
+            stored[name] = _encode(value, empty_lists, f"{prefix}{name}.")
         elif kind is list:
             if not value:
-                empty_lists.append(prefix + key)
-            stored[key] = [encode_scalar(v) for v in value]
+                empty_lists.append(prefix + name)
+            stored[name] = [encode_scalar(v) for v in value]
         else:
-            stored[key] = encode_scalar(value)
+            stored[name] = encode_scalar(value)
     return stored
 
 
