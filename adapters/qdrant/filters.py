@@ -94,4 +94,4 @@ def _equals(path: tuple[str, ...], value: Scalar, d: Dialect) -> Any:
 
 def _present(path: tuple[str, ...], d: Dialect) -> Any:
     key = field(path)
-    return _any([_none([d.is_empty(key)], d), d.is_null(key), d.match(EMPTY_LISTS, field(path))], d)
+    return _any([_none([d.is_empty(key)], d), d.is_null(key), d.match(EMPTY_LISTS, key)], d)
