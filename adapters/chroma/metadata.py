@@ -43,7 +43,12 @@ _EXACT_IN_A_FLOAT = 2**53
 
 
 def key(kind: str, path: tuple[str, ...]) -> str:
-    return f"{kind}\x00{path_of(path)}"
+    return shadow(kind, path_of(path))
+
+
+def shadow(kind: str, encoded: str) -> str:
+    """The shadow key of one kind for an encoded path (`path_of`)."""
+    return f"{kind}\x00{encoded}"
 
 
 def path_of(path: tuple[str, ...]) -> str:
@@ -68,7 +73,7 @@ def _flatten(value: dict[str, Any], prefix: str, out: dict[str, Any]) -> None:
     """Add the shadow keys of an object whose encoded path is `prefix` ("" at the top)."""
     for name, child in value.items():
         path = prefix + encode_key(name)  # encoded once for all of its keys
-        out[f"t{_kind(child)}\x00{path}"] = True
+        out[shadow("t" + _kind(child), path)] = True
         if isinstance(child, dict):
             _flatten(child, path + ".", out)
         elif isinstance(child, list):
@@ -79,23 +84,23 @@ def _flatten(value: dict[str, Any], prefix: str, out: dict[str, Any]) -> None:
             bools = [x for x in child if isinstance(x, bool)]
             for kind, items in (("ls", strings), ("ln", numbers), ("lb", bools)):
                 if items:
-                    out[f"{kind}\x00{path}"] = items
+                    out[shadow(kind, path)] = items
             if numbers:
-                out["mx\x00" + path] = max(numbers)
-                out["mn\x00" + path] = min(numbers)
-                out["h\x00" + path] = True
+                out[shadow("mx", path)] = max(numbers)
+                out[shadow("mn", path)] = min(numbers)
+                out[shadow("h", path)] = True
             if any(x is None for x in child):
-                out["z\x00" + path] = True
+                out[shadow("z", path)] = True
         elif child is None:
-            out["z\x00" + path] = True
+            out[shadow("z", path)] = True
         elif isinstance(child, int | float) and not isinstance(child, bool):
-            out["v\x00" + path] = float(child)  # Chroma compares ints with floats wrongly
+            out[shadow("v", path)] = float(child)  # Chroma compares ints with floats wrongly
         else:
-            out["v\x00" + path] = child
+            out[shadow("v", path)] = child
 
 
 def _said_by_keys(metadata: Metadata) -> bool:
-    """Whether the `t` and `v` keys alone give the metadata back, exactly."""
+    """Whether the kind and value keys alone give the metadata back, exactly."""
     return bool(metadata) and all(
         value is None
         or isinstance(value, str | float)
@@ -121,6 +126,6 @@ def decode(stored: dict[str, Any] | None) -> Metadata:
     for name in stored:
         if name[0] == "t" and name[2:3] == "\x00":  # a kind key, tK\0path
             path = name[3:]
-            value: Any = stored.get("v\x00" + path)  # none for a null
+            value: Any = stored.get(shadow("v", path))  # none for a null
             metadata[decode_key(path)] = int(value) if name[1] == "i" else value
     return metadata
