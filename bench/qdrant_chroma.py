@@ -30,6 +30,7 @@ import argparse
 import shutil
 import tempfile
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,13 @@ def raw_shard(folder: Path, indexed: tuple[str, ...]) -> Any:
     return shard
 
 
+def in_chunks(shard: Any, rows: range, points: Callable[[range], list[Any]]) -> None:
+    """Write `rows` to a raw shard in updates of 512 points, as recallstack sends them."""
+    for start in range(rows.start, rows.stop, 512):
+        chunk = range(start, min(rows.stop, start + 512))
+        shard.update(q.UpdateOperation.upsert_points(points(chunk)))
+
+
 def run(size: int, queries: int, folder: Path) -> None:
     data, probes = clustered(size, queries)
     meta = scopes(0, size)
@@ -116,31 +124,28 @@ def run(size: int, queries: int, folder: Path) -> None:
     def raw_write(lo: int, hi: int) -> None:
         # the same records: the caller's ids (UUIDv5, as Qdrant takes no string ids,
         # and kept in the payload to be read back), the metadata, both scope keys indexed
-        for start in range(lo, hi, 512):
-            shard.update(
-                q.UpdateOperation.upsert_points(
-                    [
-                        q.Point(
-                            id=uuid.uuid5(uuid.NAMESPACE_URL, ids[i]),
-                            vector=data[i].tolist(),
-                            payload={"id": ids[i], **meta[i]},
-                        )
-                        for i in range(start, min(hi, start + 512))
-                    ]
+        in_chunks(
+            shard,
+            range(lo, hi),
+            lambda rows: [
+                q.Point(
+                    id=uuid.uuid5(uuid.NAMESPACE_URL, ids[i]),
+                    vector=data[i].tolist(),
+                    payload={"id": ids[i], **meta[i]},
                 )
-            )
+                for i in rows
+            ],
+        )
 
     def minimal_write(lo: int, hi: int) -> None:
         # less than recallstack must store: random ids, so the caller's are lost
-        for start in range(lo, hi, 512):
-            minimal.update(
-                q.UpdateOperation.upsert_points(
-                    [
-                        q.Point(id=uuid.uuid4(), vector=data[i].tolist(), payload=meta[i])
-                        for i in range(start, min(hi, start + 512))
-                    ]
-                )
-            )
+        in_chunks(
+            minimal,
+            range(lo, hi),
+            lambda rows: [
+                q.Point(id=uuid.uuid4(), vector=data[i].tolist(), payload=meta[i]) for i in rows
+            ],
+        )
 
     rates = ingest_rates(
         {

@@ -1,4 +1,4 @@
-"""How the vector benches time queries: interleaved blocks of the same probes."""
+"""How the vector benches time writes and queries: interleaved, in an order shuffled each time."""
 
 from __future__ import annotations
 
