@@ -30,6 +30,7 @@ nox.options.sessions = [
     "tests",
     *(f"conformance-{name}" for name in BACKENDS),
     "conformance",
+    "reliability",
 ]
 nox.options.error_on_missing_interpreters = True
 
@@ -77,6 +78,13 @@ def _conformance(name: str, extra: str | None) -> None:
 
 for _name, _extra in BACKENDS.items():
     _conformance(_name, _extra)
+
+
+@nox.session(python=PYTHON)
+def reliability(session: nox.Session) -> None:
+    """Kills, server outages and load on real engines; prints a table, fails on any loss."""
+    session.install(".[libsql,pg-server,chroma]")
+    session.run("python", "bench/reliability.py", *session.posargs)
 
 
 @nox.session(python=PYTHON)

@@ -5,8 +5,11 @@
 For each size: N 384-d vectors with resource_id / thread_id metadata (100
 resources, so a resource filter selects 1%). Prints ingest vectors/s, query
 p50/p95 in ms unfiltered and with a resource_id filter, cold (first query
-after opening) and warm, and the raw driver's exact `vector_distance_cos`
-ORDER BY query for comparison.
+after opening) and warm, the first query after a small save (10 new vectors,
+written the way `Memory.save_messages` writes them: upsert, then delete the
+stale chunks, of which a new message has none) by another store instance,
+which sees it as another process would, and the raw driver's exact
+`vector_distance_cos` ORDER BY query for comparison.
 """
 
 from __future__ import annotations
@@ -72,6 +75,8 @@ def run(size: int, queries: int, folder: Path) -> None:
         print(f"{label:28s}  cold {cold * 1000:8.2f} ms   warm {percentiles(warm)}")
         fresh.close()
 
+    after_save(url, probes, queries)
+
     raw = libsql.connect(str(folder / f"bench-{size}.db"))
     table = table_name("bench")
     sql = (
@@ -94,6 +99,28 @@ def run(size: int, queries: int, folder: Path) -> None:
             min(queries, 50),
         )
         print(f"{label:28s}  {'':21s} {percentiles(samples)}")
+
+
+def after_save(url: str, probes: np.ndarray, queries: int) -> None:
+    """Warm queries, and the first query after each of `rounds` small saves."""
+    reader, writer = LibSQLVectorStore(url), LibSQLVectorStore(url)
+    reader.query("bench", probes[0], 10)  # load
+    rng = np.random.default_rng(1)
+    rounds = min(queries, 50)
+    warm = timed(lambda i: reader.query("bench", probes[i], 10), rounds)
+    after = []
+    for r in range(rounds):
+        new = [f"new{r}-{k}" for k in range(10)]
+        writer.upsert("bench", new, rng.normal(size=(10, DIM)), [{"message_id": i} for i in new])
+        writer.delete("bench", ids=[f"{i}#0" for i in new])
+        writer.delete("bench", filter={"message_id": {"$in": new}, "chunk": {"$gte": 1}})
+        start = time.perf_counter()
+        reader.query("bench", probes[r], 10)
+        after.append(time.perf_counter() - start)
+    print(f"{'warm, unfiltered':28s}  {'':21s} {percentiles(warm)}")
+    print(f"{'first query after a save':28s}  {'':21s} {percentiles(after)}")
+    reader.close()
+    writer.close()
 
 
 def main() -> None:

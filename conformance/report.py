@@ -19,6 +19,7 @@ GROUPS: dict[str, str] = {
     "test_memory_metadata": "7. Memory metadata",
     "test_storage": "8. Storage",
     "test_concurrency": "9. Concurrency",
+    "test_scale": "10. Scale",
 }
 
 Status = Literal["pass", "fail"]

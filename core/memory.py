@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from recallstack.core.batching import batched
 from recallstack.core.config import MemoryConfig, SemanticRecallConfig
 from recallstack.core.embedder import Embedder
 from recallstack.core.errors import InvalidInputError, NotFoundError
@@ -28,6 +29,17 @@ class SaveResult:
     """Messages are always saved; `not_indexed` lists those whose vectors failed."""
 
     messages: list[Message]
+    indexed: list[str] = field(default_factory=list)
+    not_indexed: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ThreadUpdateResult:
+    """The updated thread; new metadata is re-copied into its messages' vectors, and
+    `not_indexed` lists the messages whose vectors failed (left for `reindex`)."""
+
+    thread: Thread
     indexed: list[str] = field(default_factory=list)
     not_indexed: list[str] = field(default_factory=list)
     error: str | None = None
@@ -156,18 +168,32 @@ class Memory:
 
     def update_thread(
         self, thread_id: str, *, title: str | None = None, metadata: Mapping[str, Any] | None = None
-    ) -> Thread:
-        """Change a thread's title or metadata; new metadata is re-copied into its vectors."""
+    ) -> ThreadUpdateResult:
+        """Change a thread's title or metadata; new metadata is re-copied into its vectors.
+
+        The messages' ledger records are cleared before anything changes, so a
+        failure or a crash part-way leaves them for `reindex()`.
+        """
         clean = None if metadata is None else normalize_metadata(metadata, "thread metadata")
+        reindex = clean is not None and self.semantic is not None
+        if reindex:
+            self.storage.forget_indexed(thread_id=thread_id)
         thread = self.storage.update_thread(thread_id, title=title, metadata=clean)
-        if clean is not None and self.semantic is not None:
-            messages = self.storage.list_messages(thread_id).items
-            self.semantic.index(messages, self._recall_config(None) or self.semantic.config)
-        return thread
+        if not reindex or self.semantic is None:
+            return ThreadUpdateResult(thread)
+        messages = self.storage.list_messages(thread_id).items
+        report = self.semantic.index(messages, self._recall_config(None) or self.semantic.config)
+        return ThreadUpdateResult(thread, report.indexed, report.failed, report.error)
 
     def delete_thread(self, thread_id: str) -> None:
-        """Delete a thread, its messages, and their vectors in every index."""
-        for name in self._indexes():
+        """Delete a thread, its messages, and their vectors in every index.
+
+        Ledger first, vectors next, messages last: a crash part-way leaves
+        messages that `reindex()` indexes again, never vectors of deleted ones.
+        """
+        names = self._indexes()  # read before the ledger records go
+        self.storage.forget_indexed(thread_id=thread_id)
+        for name in names:
             self._semantic().vector.delete(name, filter={"thread_id": thread_id})
         self.storage.delete_thread(thread_id)
 
@@ -184,11 +210,16 @@ class Memory:
         self, messages: Sequence[Message], thread_config: Mapping[str, Any] | None = None
     ) -> SaveResult:
         """Save messages (storage first: this succeeds or raises), then index them."""
-        saved = self.storage.save_messages(messages)
         recall = self._recall_config(thread_config)
-        if recall is None or self.semantic is None or not saved:
+        if recall is None or self.semantic is None:
+            return SaveResult(self.storage.save_messages(messages))
+        # a message saved for the first time has no vectors to replace: its save
+        # deletes nothing, which keeps every backend's write to an upsert
+        stored = {m.id for m in self.storage.get_messages([m.id for m in messages])}
+        saved = self.storage.save_messages(messages)
+        if not saved:
             return SaveResult(saved)
-        report = self.semantic.index(saved, recall)
+        report = self.semantic.index(saved, recall, new=[m.id for m in saved if m.id not in stored])
         return SaveResult(saved, report.indexed, report.failed, report.error)
 
     def update_messages(
@@ -205,8 +236,13 @@ class Memory:
         """Delete messages and their vectors in every index."""
         if not ids:
             return
-        for name in self._indexes():
-            self._semantic().vector.delete(name, filter={"message_id": {"$in": list(ids)}})
+        names = self._indexes()  # in the order of delete_thread, for the same reason
+        self.storage.forget_indexed(ids)
+        if self.semantic is not None:
+            vector = self.semantic.vector
+            for name in names:
+                for batch in batched(ids, vector.capabilities.max_filter_values):
+                    vector.delete(name, filter={"message_id": {"$in": batch}})
         self.storage.delete_messages(ids)
 
     # ---- recall ------------------------------------------------------------------

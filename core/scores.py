@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -101,17 +101,39 @@ def ranked(
     ]
 
 
+@overload
 def past_ties(
     search: Callable[[int], Sequence[Hit]], top_k: int, key: Callable[[Hit], float]
-) -> Sequence[Hit]:
+) -> Sequence[Hit]: ...
+
+
+@overload
+def past_ties(
+    search: Callable[[int], Sequence[Hit]],
+    top_k: int,
+    key: Callable[[Hit], float],
+    most: int | None,
+) -> Sequence[Hit] | None: ...
+
+
+def past_ties(
+    search: Callable[[int], Sequence[Hit]],
+    top_k: int,
+    key: Callable[[Hit], float],
+    most: int | None = None,
+) -> Sequence[Hit] | None:
     """An ANN backend's hits, enough of them that ties at the cut can be ordered by id.
 
     `search(n)` returns the n nearest, best first; `key` is a hit's score or
     distance. One more than top_k is asked for, and four times more again
-    while that extra hit ties with the last one kept.
+    while that extra hit ties with the last one kept. None when that would ask
+    for more than `most` (the backend's own limit): the caller then answers
+    exactly instead.
     """
     fetch = top_k + 1
     while True:
+        if most is not None and fetch > most:
+            return None
         hits = search(fetch)
         if len(hits) < fetch or key(hits[top_k - 1]) != key(hits[top_k]):
             return hits

@@ -8,10 +8,11 @@ Behaviour: ../shared/spec/semantic-recall.md §4-§7.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from recallstack.core.batching import batched
 from recallstack.core.chunking import chunk_text
 from recallstack.core.config import MemoryConfig, MessageRange, SemanticRecallConfig
 from recallstack.core.cross_thread import render
@@ -121,43 +122,58 @@ class SemanticRecall:
     # ---- writing ---------------------------------------------------------------------
 
     def index(
-        self, messages: Sequence[Message], config: SemanticRecallConfig | None = None
+        self,
+        messages: Sequence[Message],
+        config: SemanticRecallConfig | None = None,
+        new: Collection[str] = (),
     ) -> IndexReport:
-        """Embed and upsert messages (one vector per chunk), and record them as indexed.
+        """Write messages' vectors (one per chunk), then record them as indexed.
 
-        System messages and messages without text have nothing to embed. An
-        embedder or vector store failure is logged and reported; the messages
-        stay recorded as not indexed, for `Memory.reindex()`.
+        The caller has cleared the messages' ledger records first (saving a
+        message does; see `Memory`), so a crash at any point leaves them for
+        `Memory.reindex()`. System messages and messages without text have no
+        vectors: any they had are removed. `new` names messages the caller
+        knows had no stored version before, so no vectors to remove. An
+        embedder or vector store failure is logged and reported, and nothing
+        is recorded.
         """
         config = config or self.config
         name = self.index_name(config)
-        skipped = [m.id for m in messages if m.role == "system" or not m.text.strip()]
-        todo = [m for m in messages if m.role != "system" and m.text.strip()]
         try:
-            if todo:
-                self._write(name, todo, config)
+            self._write(name, list(messages), config, new)
         except Exception as exc:
             self._ready.discard(name)
-            self.log.exception("semantic recall: indexing %d messages failed", len(todo))
-            self.storage.mark_indexed(skipped, name)
-            return IndexReport(indexed=skipped, failed=[m.id for m in todo], error=str(exc))
-        done = [*skipped, *(m.id for m in todo)]
+            self.log.exception("semantic recall: indexing %d messages failed", len(messages))
+            return IndexReport(failed=[m.id for m in messages], error=str(exc))
+        done = [m.id for m in messages]
         self.storage.mark_indexed(done, name)
         return IndexReport(indexed=done)
 
-    def _write(self, name: str, messages: list[Message], config: SemanticRecallConfig) -> None:
+    def _write(
+        self,
+        name: str,
+        messages: list[Message],
+        config: SemanticRecallConfig,
+        new: Collection[str],
+    ) -> None:
+        """Upsert every chunk's vector, then delete the chunks a message no longer has:
+        new vectors exist before old ones go, and a save of new messages deletes nothing."""
         threads: dict[str, Thread | None] = {}
         ids: list[str] = []
         texts: list[str] = []
         metadata: list[dict[str, Any]] = []
+        counts: dict[str, int] = {}
         for m in messages:
+            chunks = self._chunks(m)
+            counts[m.id] = len(chunks)
+            if not chunks:
+                continue
             if m.thread_id not in threads:
                 threads[m.thread_id] = self.storage.get_thread(m.thread_id)
             thread = threads[m.thread_id]
             base = normalize_metadata(thread.metadata if thread else {}, "thread metadata")
-            chunks = chunk_text(m.text, self.embedder.embedder.max_input)
             for k, chunk in enumerate(chunks):
-                ids.append(m.id if len(chunks) == 1 else f"{m.id}#{k}")
+                ids.append(chunk_id(m.id, k, len(chunks)))
                 texts.append(chunk)
                 metadata.append(
                     {
@@ -170,11 +186,41 @@ class SemanticRecall:
                         "chunk": k,
                     }
                 )
-        vectors = self.embedder.embed(texts)
+        if not ids and name not in self._ready and name not in self.vector.list_indexes():
+            return  # nothing to write, and no index that could hold stale chunks
         self._ensure_index(name, config)
-        # a message saved again may now have fewer chunks: drop all its old vectors
-        self.vector.delete(name, filter={"message_id": {"$in": [m.id for m in messages]}})
-        self.vector.upsert(name, ids, vectors, metadata)
+        if ids:
+            self.vector.upsert(name, ids, self.embedder.embed(texts), metadata)
+        new = set(new)
+        self._delete_stale(name, {m: n for m, n in counts.items() if m not in new})
+
+    def _chunks(self, message: Message) -> list[str]:
+        """What is embedded of a message: its text's chunks; none of a system message."""
+        return [] if message.role == "system" else chunk_text(message.text, self._max_input)
+
+    def _delete_stale(self, name: str, counts: dict[str, int]) -> None:
+        """Delete the chunks beyond each message's current count of `counts[id]`.
+
+        Chunk ids are deterministic (`chunk_id`), so what may be stale is known
+        without reading: chunks numbered from the count on, and the one id whose
+        name changes between one chunk and several (`<id>` against `<id>#0`).
+        """
+        if not counts:
+            return
+        renamed = [chunk_id(i, 0, 2 if n == 1 else 1) for i, n in counts.items() if n > 0]
+        if renamed:
+            self.vector.delete(name, ids=renamed)
+        beyond: dict[int, list[str]] = {}
+        for message_id, n in counts.items():
+            beyond.setdefault(n, []).append(message_id)
+        size = self.vector.capabilities.max_filter_values
+        for n, group in beyond.items():
+            for ids in batched(group, size):
+                self.vector.delete(name, filter={"message_id": {"$in": ids}, "chunk": {"$gte": n}})
+
+    @property
+    def _max_input(self) -> int:
+        return self.embedder.embedder.max_input
 
     # ---- reading ---------------------------------------------------------------------
 
@@ -195,7 +241,7 @@ class SemanticRecall:
             {"resource_id": resource_id} if config.scope == "resource" else {"thread_id": thread_id}
         )
         combined = and_filters(parse_filter(scope), parse_filter(config.filter))
-        chunks = chunk_text(query, self.embedder.embedder.max_input)
+        chunks = chunk_text(query, self._max_input)
         if not chunks:
             return []
         best: dict[str, Hit] = {}
@@ -293,6 +339,11 @@ class SemanticRecall:
         if config is not None:
             self.index([m for m in messages if m.source is None], config)
         return messages
+
+
+def chunk_id(message_id: str, k: int, count: int) -> str:
+    """A chunk's vector id: the message id for a single chunk, `<message id>#<k>` otherwise."""
+    return message_id if count == 1 else f"{message_id}#{k}"
 
 
 def merge_chronologically(messages: list[Message], recalled: list[Message]) -> list[Message]:

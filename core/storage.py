@@ -165,6 +165,18 @@ class Storage(ABC):
         if message_ids:
             self._mark_indexed(list(dict.fromkeys(message_ids)), index_name)
 
+    def forget_indexed(
+        self, message_ids: Sequence[str] = (), *, thread_id: str | None = None
+    ) -> None:
+        """Clear every record of these messages (or of all of a thread's messages).
+
+        Memory calls it before it changes or deletes their vectors, so that a
+        crash in between leaves them for `Memory.reindex()` rather than recorded
+        as indexed with vectors that may be missing.
+        """
+        if message_ids or thread_id is not None:
+            self._forget_indexed(list(dict.fromkeys(message_ids)), thread_id)
+
     def unindexed(self, index_name: str, limit: int = 256) -> list[Message]:
         """Up to `limit` messages with no record under `index_name`, oldest first."""
         if not is_positive_int(limit):
@@ -234,6 +246,10 @@ class Storage(ABC):
 
     @abstractmethod
     def _mark_indexed(self, message_ids: list[str], index_name: str) -> None: ...
+
+    @abstractmethod
+    def _forget_indexed(self, message_ids: list[str], thread_id: str | None) -> None:
+        """Delete the ledger records of `message_ids` and of `thread_id`'s messages."""
 
     @abstractmethod
     def _unindexed(self, index_name: str, limit: int) -> list[Message]: ...

@@ -142,6 +142,11 @@ class VectorStore(ABC):
         """The top_k most similar vectors that match the filter, best first, ties by id."""
         if not is_positive_int(top_k):
             raise InvalidInputError(f"top_k must be a positive int, got {top_k!r}")
+        if top_k > self.capabilities.max_top_k:
+            raise InvalidInputError(
+                f"top_k {top_k} is above the {self.backend} backend's largest, "
+                f"{self.capabilities.max_top_k}"
+            )
         if min_score is not None and not math.isfinite(min_score):
             raise InvalidInputError(f"min_score must be a finite number, got {min_score!r}")
         node = self._filter(filter)

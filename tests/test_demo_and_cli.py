@@ -103,3 +103,20 @@ def test_ingest_reports_the_bad_line(cli: tuple[CliRunner, list[str]], tmp_path:
     source.write_text('{"thread_id": "nobody", "role": "user", "content": "x"}\n')
     result = runner.invoke(main, ["ingest", *common, str(source)])
     assert "give resource_id" in result.output
+
+
+def test_ingest_of_1500_lines_indexes_them_all(
+    cli: tuple[CliRunner, list[str]], tmp_path: Path
+) -> None:
+    """One save of 1,500 messages: no statement may grow with the batch (SQLite's
+    expression depth of 1,000 stopped it at 985)."""
+    runner, common = cli
+    source = tmp_path / "long.jsonl"
+    lines = [
+        {"thread_id": "t", "resource_id": "r", "role": "user", "content": f"note {i}"}
+        for i in range(1_500)
+    ]
+    source.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    result = runner.invoke(main, ["ingest", *common, str(source)])
+    assert result.exit_code == 0, result.output
+    assert "saved 1500 messages, indexed 1500" in result.output

@@ -13,7 +13,7 @@ import pytest
 from recallstack.adapters.libsql.database import Database, Location, parse_url
 from recallstack.adapters.libsql.storage import MIGRATIONS, LibSQLStorage
 from recallstack.adapters.libsql.vector import LibSQLVectorStore
-from recallstack.core.errors import InvalidInputError
+from recallstack.core.errors import BackendError, InvalidInputError
 from recallstack.core.key_encoding import decode_key, encode_key
 from recallstack.core.messages import Message
 from recallstack.core.records import Thread
@@ -191,3 +191,103 @@ def test_diskann_has_no_dotproduct(tmp_path: Path) -> None:
     store = LibSQLVectorStore(f"libsql:///{tmp_path / 'ann.db'}")
     with pytest.raises(UnsupportedFeatureError, match="dotproduct"):
         store.create_index("ann", 4, metric="dotproduct", config={"type": "diskann"})
+
+
+def test_stores_of_one_file_share_one_connection(tmp_path: Path) -> None:
+    """Two connections of one process wait on each other's write lock while holding
+    the GIL; every store of the process opening a file shares one instead."""
+    url = f"libsql:///{tmp_path / 'shared.db'}"
+    storage, vector = LibSQLStorage(url), LibSQLVectorStore(url)
+    assert storage.db._shared is vector.db._shared
+    storage.close()
+    vector.create_index("still-open", 2)  # the connection outlives the first store
+    vector.close()
+    again = LibSQLStorage(url)
+    assert again.db._shared is not vector.db._shared  # the last close closed it
+    again.close()
+
+
+def test_a_lock_held_too_long_is_a_backend_error(tmp_path: Path) -> None:
+    import libsql
+
+    path = tmp_path / "locked.db"
+    storage = LibSQLStorage(f"libsql:///{path}", busy_timeout_ms=50)
+    storage.save_thread(Thread(id="t", resource_id="r"))
+    other = libsql.connect(str(path))  # another process's connection, in effect
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(BackendError, match="locked"):
+            storage.save_thread(Thread(id="t2", resource_id="r"))
+        with pytest.raises(BackendError, match="locked"):  # a transaction's BEGIN
+            storage.save_messages([Message(id="m", thread_id="t", role="user", content="x")])
+    finally:
+        other.rollback()
+        other.close()
+    storage.save_messages([Message(id="m", thread_id="t", role="user", content="x")])
+    storage.close()
+
+
+def test_threads_of_one_process_save_and_recall_at_once(tmp_path: Path) -> None:
+    """4 threads, each with its own Memory on one file, saving and recalling: every
+    message stored once and indexed once, no error."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from recallstack import Memory
+
+    url = f"libsql:///{tmp_path / 'threads.db'}"
+
+    def work(worker: int) -> int:
+        memory = Memory(url, url, "hash/32", {"semantic_recall": True})
+        memory.create_thread("r", thread_id=f"t{worker}")
+        for batch in range(20):
+            messages = [
+                Message(
+                    id=f"w{worker}-{batch}-{i}",
+                    thread_id=f"t{worker}",
+                    role="user",
+                    content=f"note {batch} {i}",
+                )
+                for i in range(10)
+            ]
+            assert memory.save_messages(messages).not_indexed == []
+            memory.recall(f"t{worker}", vector_search_string=f"note {batch}")
+        memory.close()
+        return worker
+
+    with ThreadPoolExecutor(4) as pool:
+        assert sorted(pool.map(work, range(4))) == [0, 1, 2, 3]
+    memory = Memory(url, url, "hash/32", {"semantic_recall": True})
+    assert memory.storage.get_messages([f"w3-19-{i}" for i in range(10)])
+    name = memory.semantic.index_name()  # type: ignore[union-attr]
+    assert memory.semantic.vector.describe_index(name).count == 800  # type: ignore[union-attr]
+    assert memory.storage.unindexed(name) == []
+    memory.close()
+
+
+def test_a_save_neither_reloads_nor_copies_what_other_stores_hold(tmp_path: Path) -> None:
+    """A save of new messages deletes no vector, so other processes fold the new
+    rows into what they hold instead of reloading it, and append without a copy."""
+    from recallstack import Memory
+
+    url = f"libsql:///{tmp_path / 'warm.db'}"
+    writer = Memory(url, url, "hash/16", {"semantic_recall": True})
+    writer.create_thread("r", thread_id="t")
+    first = [Message(id=f"a{i}", thread_id="t", role="user", content=f"x {i}") for i in range(50)]
+    writer.save_messages(first)
+    name = writer.semantic.index_name()  # type: ignore[union-attr]
+    reader = LibSQLVectorStore(url)
+    probe = np.ones(16, dtype=np.float32)
+    reader.query(name, probe, 5)
+    before = reader._snapshots[name]
+    delete_version = before.delete_version
+
+    writer.save_messages(
+        [Message(id=f"b{i}", thread_id="t", role="user", content=f"y {i}") for i in range(5)]
+    )
+    assert len(reader.query(name, probe, 100)) == 55
+    after = reader._snapshots[name]
+    assert after.delete_version == delete_version  # no reload
+    assert after.rows is before.rows  # appended in place, nothing copied
+    assert before.size == 50 and after.size == 55  # the old snapshot still sees its rows
+    writer.close()
+    reader.close()

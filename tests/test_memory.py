@@ -381,11 +381,59 @@ def test_vector_failure_keeps_messages_and_reindex_repairs() -> None:
             Message(id="s", thread_id="t", role="system", content="be brief"),
         ]
     )
-    assert (result.not_indexed, result.indexed) == (["a"], ["s"])
+    # nothing of a failed batch is recorded: a message without text may still have
+    # vectors from an earlier text, which the failed write did not remove
+    assert (result.not_indexed, result.indexed) == (["a", "s"], [])
     assert "timed out" in (result.error or "")
     store.broken = False
-    assert memory.reindex().indexed == 1
+    assert memory.reindex().indexed == 2
     assert store.describe_index(memory.semantic.index_name()).count == 1  # type: ignore[union-attr]
+
+
+def test_update_thread_reports_a_failed_recopy_and_reindex_repairs_it() -> None:
+    """The ledger never claims a vector that may be missing or stale: it is cleared
+    before the thread's vectors change, and the failure is reported."""
+    store = BrokenUpserts()
+    store.broken = False
+    memory = Memory(InMemoryStorage(), store, HashEmbedder(64), RECALL)
+    memory.create_thread("ada", thread_id="t", metadata={"topic": "old"})
+    memory.save_messages(
+        [Message(id=f"m{i}", thread_id="t", role="user", content=f"note {i}") for i in range(3)]
+    )
+    store.broken = True
+    result = memory.update_thread("t", metadata={"topic": "new"})
+    assert result.thread.metadata == {"topic": "new"}
+    assert (result.indexed, result.not_indexed) == ([], ["m0", "m1", "m2"])
+    assert "timed out" in (result.error or "")
+    name = memory.semantic.index_name()  # type: ignore[union-attr]
+    assert [m.id for m in memory.storage.unindexed(name)] == ["m0", "m1", "m2"]
+    store.broken = False
+    assert memory.reindex().indexed == 3
+    hits = store.query(name, HashEmbedder(64).embed(["note"])[0], 10)
+    assert {h.metadata["topic"] for h in hits} == {"new"}
+
+
+def test_a_shorter_edit_leaves_no_stale_chunk() -> None:
+    """New vectors are written before stale ones go; either way round a message ends
+    with exactly the chunks its text has now."""
+    store = InMemoryVectorStore()
+    memory = Memory(InMemoryStorage(), store, HashEmbedder(64), RECALL)
+    memory.create_thread("ada", thread_id="t")
+    long = " ".join(["word"] * 1200)  # more than one chunk of the hash embedder's 2,000
+    name = memory.semantic.index_name()  # type: ignore[union-attr]
+
+    def chunks() -> set[str]:
+        return {h.id for h in store.query(name, HashEmbedder(64).embed(["word"])[0], 100)}
+
+    for content, expected in [
+        (long, {"m#0", "m#1", "m#2"}),
+        ("short", {"m"}),
+        (long, {"m#0", "m#1", "m#2"}),
+    ]:
+        memory.save_messages([Message(id="m", thread_id="t", role="user", content=content)])
+        assert chunks() == expected
+    memory.save_messages([Message(id="m", thread_id="t", role="system", content="x")])
+    assert chunks() == set()
 
 
 def test_semantic_recall_needs_an_embedder() -> None:

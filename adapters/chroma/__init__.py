@@ -28,8 +28,10 @@ CAPABILITIES = Capabilities(
     index_types=frozenset({"hnsw"}),
     exact=False,
     string_ranges=False,
+    max_filter_values=2_000,
 )
-"""Chroma compares only numbers, and its HNSW search is approximate."""
+"""Chroma compares only numbers, and its HNSW search is approximate. A list of values
+costs Chroma's SQL a few bound variables each, and SQLite allows 32,766 in all."""
 
 
 def _store(url: str, **options: Any) -> Any:

@@ -24,10 +24,21 @@ def compile_filter(node: Node) -> dict[str, Any]:
     return _node(node, negate=False)
 
 
+FANOUT = 8
+"""Most parts one `$and`/`$or` holds: longer lists nest as a balanced tree, so that
+Chroma's SQL stays far below SQLite's expression depth of 1,000 (a flat list of a
+few hundred conditions is past it)."""
+
+
 def _join(op: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
     if not parts:
         return EVERYTHING if op == "$and" else NOTHING
-    return parts[0] if len(parts) == 1 else {op: parts}
+    if len(parts) == 1:
+        return parts[0]
+    if len(parts) <= FANOUT:
+        return {op: parts}
+    size = -(-len(parts) // FANOUT)
+    return {op: [_join(op, parts[i : i + size]) for i in range(0, len(parts), size)]}
 
 
 def _node(node: Node, negate: bool) -> dict[str, Any]:
@@ -47,13 +58,28 @@ def _condition(c: Condition, negate: bool) -> dict[str, Any]:
     if c.op in ("$eq", "$ne"):
         return _equals(c.path, c.value, negate != (c.op == "$ne"))
     if c.op in ("$in", "$nin"):
-        flip = negate != (c.op == "$nin")
-        return _join("$and" if flip else "$or", [_equals(c.path, v, flip) for v in c.value])
+        return _members(c.path, c.value, negate != (c.op == "$nin"))
     if c.op == "$all":
         if not c.value:
             return EVERYTHING if negate else NOTHING
         return _join("$or" if negate else "$and", [_equals(c.path, v, negate) for v in c.value])
     return _range(c.path, c.op, c.value, negate)
+
+
+def _members(path: tuple[str, ...], values: tuple[Scalar, ...], negate: bool) -> dict[str, Any]:
+    """`$in`: a scalar field is one of the values (Chroma's own `$in`, one condition
+    for all the strings and one for all the numbers), or a list field holds one;
+    `true`, `false` and `null` as `_equals` tests them. Negated: the complement."""
+    strings = [v for v in values if isinstance(v, str)]
+    numbers = [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+    parts: list[dict[str, Any]] = []
+    for group, listed in ((strings, "ls"), (numbers, "ln")):
+        if group:
+            parts.append({key("v", path): {"$nin" if negate else "$in": group}})
+            contains = "$not_contains" if negate else "$contains"
+            parts += [{key(listed, path): {contains: v}} for v in group]
+    parts += [_equals(path, v, negate) for v in values if v is None or isinstance(v, bool)]
+    return _join("$and" if negate else "$or", parts)
 
 
 def _present(path: tuple[str, ...], wanted: bool) -> dict[str, Any]:

@@ -204,8 +204,11 @@ class ChromaVectorStore(VectorStore):
         include = ["metadatas", "distances", *(["embeddings"] if include_vector else [])]
         metric = shape[1]
 
+        incomplete = False
+
         def nearest(n: int) -> list[tuple[float, str, Metadata, list[float] | None]]:
             """The n nearest as the (score, id, metadata, vector) rows `ranked` takes."""
+            nonlocal incomplete
             answer = collection.query(
                 query_embeddings=[vector], n_results=n, where=where, include=include
             )
@@ -215,6 +218,9 @@ class ChromaVectorStore(VectorStore):
                 answer["metadatas"][0],
             )
             vectors = answer["embeddings"][0] if include_vector else [None] * len(ids)
+            # more than exact_below rows match, so fewer than that is HNSW giving up
+            # (it does on a vector held thousands of times), not the end of the rows
+            incomplete = len(ids) < min(n, self.exact_below + 1)
             return [
                 (
                     score_of(float(distance), metric),
@@ -227,7 +233,13 @@ class ChromaVectorStore(VectorStore):
                 )
             ]
 
-        return ranked(past_ties(nearest, top_k, lambda row: row[0]), top_k, min_score)
+        hits = past_ties(nearest, top_k, lambda row: row[0], self.exact_below)
+        if hits is None or incomplete:
+            # ties run past exact_below, or HNSW stopped short: every matching row
+            # is scored exactly
+            every = collection.get(where=where, include=["embeddings"])
+            return self._exact(collection, every, vector, metric, top_k, include_vector, min_score)
+        return ranked(hits, top_k, min_score)
 
     def _exact(
         self,

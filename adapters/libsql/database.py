@@ -39,11 +39,29 @@ def parse_url(url: str) -> Location:
     return Location(path="", remote=f"libsql://{rest}")
 
 
+class _Connection:
+    """One libSQL connection and the lock that gives it to one thread at a time."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.lock = threading.RLock()
+        self.in_tx = False
+        self.users = 1
+
+
+_OPEN: dict[tuple[str, str | None], _Connection] = {}
+"""Connections to database files, shared by every store of the process that opens one."""
+_OPEN_LOCK = threading.Lock()
+
+
 class Database:
     """A libSQL connection shared by the threads of a process, one statement at a time.
 
-    A remote URL opens an embedded replica (`replica=` local file) that syncs
-    with the primary after every write.
+    Every store of a process that opens the same file (a memory's storage and
+    vector store, several memories) shares one connection: two connections
+    of one process would wait on each other's write lock while holding the
+    GIL. A remote URL opens an embedded replica (`replica=` local file) that
+    syncs with the primary after every write.
     """
 
     def __init__(
@@ -54,33 +72,51 @@ class Database:
         replica: str | None = None,
         busy_timeout_ms: int = 10_000,
     ) -> None:
+        self.location = parse_url(url)
+        if self.location.remote is not None and replica is None:
+            raise InvalidInputError(
+                f"{url}: a remote database needs replica='local-file.db' "
+                "(an embedded replica that syncs with the primary)"
+            )
+        key = (
+            self.location.remote or str(Path(self.location.path).resolve()),
+            replica and str(Path(replica).resolve()),
+        )
+        self._key = None if self.location.path == ":memory:" else key
+        with _OPEN_LOCK:
+            shared = _OPEN.get(key) if self._key else None
+            if shared is not None:
+                shared.users += 1
+            else:
+                shared = _Connection(self._connect(url, auth_token, replica, busy_timeout_ms))
+                if self._key:
+                    _OPEN[key] = shared
+        self._shared = shared
+        self._closed = False
+        self._conn = shared.conn
+        self._lock = shared.lock
+
+    def _connect(
+        self, url: str, auth_token: str | None, replica: str | None, busy_timeout_ms: int
+    ) -> Any:
         import libsql
 
-        self.location = parse_url(url)
-        self._lock = threading.RLock()
-        self._in_tx = False
         try:
             if self.location.remote is None:
                 if self.location.path != ":memory:":
                     Path(self.location.path).parent.mkdir(parents=True, exist_ok=True)
-                self._conn = libsql.connect(self.location.path)
+                conn = libsql.connect(self.location.path)
             else:
-                if replica is None:
-                    raise InvalidInputError(
-                        f"{url}: a remote database needs replica='local-file.db' "
-                        "(an embedded replica that syncs with the primary)"
-                    )
-                self._conn = libsql.connect(
+                conn = libsql.connect(
                     replica, sync_url=self.location.remote, auth_token=auth_token or ""
                 )
-                self._conn.sync()
-            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+                conn.sync()
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             if self.location.path not in ("", ":memory:"):
-                self._conn.execute("PRAGMA journal_mode = WAL")
-        except InvalidInputError:
-            raise
+                conn.execute("PRAGMA journal_mode = WAL")
         except Exception as exc:
             raise BackendError(f"libsql: cannot open {url}: {exc}") from exc
+        return conn
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
@@ -93,28 +129,38 @@ class Database:
 
     def _autocommit(self) -> None:
         """Outside `transaction()`, every statement commits on its own."""
-        if self._conn.in_transaction and not self._in_tx:
-            self._conn.commit()
+        if self._conn.in_transaction and not self._shared.in_tx:
+            self._call(self._conn.commit)
+
+    @staticmethod
+    def _call(step: Callable[[], Any]) -> Any:
+        try:
+            return step()
+        except Exception as exc:
+            raise BackendError(f"libsql: {exc}") from exc
 
     @contextmanager
     def transaction(self) -> Iterator[Database]:
-        """All statements inside commit together or not at all."""
+        """All statements inside commit together or not at all.
+
+        A lock another process holds past `busy_timeout_ms` is a `BackendError`.
+        """
         with self._lock:
-            if self._in_tx:
+            if self._shared.in_tx:
                 yield self
                 return
-            self._in_tx = True
+            self._call(lambda: self._conn.execute("BEGIN IMMEDIATE"))
+            self._shared.in_tx = True
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
                 yield self
-                self._conn.commit()
+                self._call(self._conn.commit)
             except BaseException:
                 self._conn.rollback()
                 raise
             finally:
-                self._in_tx = False
+                self._shared.in_tx = False
             if self.location.remote is not None:
-                self._conn.sync()
+                self._call(self._conn.sync)
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         with self._lock:
@@ -150,5 +196,13 @@ class Database:
         return len(migrations)
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        """Close the connection once the last store of the process using it closes."""
+        with _OPEN_LOCK, self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._shared.users -= 1
+            if self._shared.users == 0:
+                if self._key is not None:
+                    del _OPEN[self._key]
+                self._conn.close()

@@ -67,9 +67,8 @@ def _condition(c: Condition, table: str, params: list[Any]) -> str:
     if c.op in ("$in", "$nin", "$all"):
         if not c.value:
             return "1" if c.op == "$nin" else "0"
-        parts = [_equals(path, v, table, params) for v in c.value]
-        joined = "(" + (" AND " if c.op == "$all" else " OR ").join(parts) + ")"
-        return f"NOT {joined}" if c.op == "$nin" else joined
+        sql = _members(path, c.value, c.op == "$all", table, params)
+        return f"NOT {sql}" if c.op == "$nin" else sql
     return _compare(path, _RANGE[c.op], c.value, table, params)
 
 
@@ -86,40 +85,70 @@ def _equals(path: str, value: Scalar, table: str, params: list[Any]) -> str:
     if isinstance(value, str) and path in INDEXED_PATHS:
         return _indexed_equals(path, value, table, params)
     if value is None or isinstance(value, bool):
-        test = _field_test(path, _kind(value), None, None, table, params)
+        test = _field_test(path, _kind(value), "", [], params)
         if value is None:
             params.append(path)
             return f"({test} OR json_type(metadata, ?) IS NULL)"
         return test
-    return _field_test(path, _kind(value), "=", value, table, params)
+    return _field_test(path, _kind(value), "= ?", [value], params)
 
 
 def _compare(path: str, op: str, value: Scalar, table: str, params: list[Any]) -> str:
-    return _field_test(path, _kind(value), op, value, table, params)
+    return _field_test(path, _kind(value), f"{op} ?", [value], params)
 
 
-def _field_test(
-    path: str, kind: str, op: str | None, value: Scalar, table: str, params: list[Any]
-) -> str:
-    """The field, or an element of a list field, is of `kind` and (with `op`) `op value`."""
+def _field_test(path: str, kind: str, test: str, values: list[Any], params: list[Any]) -> str:
+    """The field, or an element of a list field, is of `kind` and its value passes `test`
+    (SQL that follows the value, with `values` as its parameters; empty for none)."""
     scalar = f"json_type(metadata, ?) IN {kind}"
     element = f"e.type IN {kind}"
     scalar_params: list[Any] = [path]
-    element_params: list[Any] = []
-    if op is not None:
-        scalar += f" AND json_extract(metadata, ?) {op} ?"
-        element += f" AND e.value {op} ?"
-        scalar_params += [path, value]
-        element_params.append(value)
-    params += [*scalar_params, path, path, *element_params]
+    if test:
+        scalar += f" AND json_extract(metadata, ?) {test}"
+        element += f" AND e.value {test}"
+        scalar_params += [path, *values]
+    params += [*scalar_params, path, path, *values]
     return (
         f"COALESCE(({scalar}) OR (json_type(metadata, ?) = 'array' AND EXISTS "
         f"(SELECT 1 FROM json_each(metadata, ?) e WHERE {element})), 0)"
     )
 
 
-def _indexed_equals(path: str, value: str, table: str, params: list[Any]) -> str:
-    """String equality on a reserved key, answered by its two expression indexes.
+_IN_SET = "IN (SELECT value FROM json_each(?))"
+"""A value-set test with one parameter, a JSON array: no statement grows with the list."""
+
+
+def _members(
+    path: str, values: tuple[Scalar, ...], every: bool, table: str, params: list[Any]
+) -> str:
+    """`$in` (any value matches) or `$all` (every value matches) in a statement whose
+    size does not depend on how many values there are.
+
+    Strings and numbers are each tested as one set bound as a JSON array; `true`,
+    `false` and `null` (three at most) one by one, as `$eq` does.
+    """
+    strings = [v for v in values if isinstance(v, str)]
+    numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+    parts: list[str] = []
+    for group, kind in ((strings, "('text')"), (numbers, _NUMBER)):
+        if not group:
+            continue
+        if every:  # no value of the set is missing from the field
+            params.append(json.dumps(group))
+            test = _field_test(path, kind, "= v.value", [], params)
+            parts.append(f"NOT EXISTS (SELECT 1 FROM json_each(?) v WHERE NOT {test})")
+        elif kind == "('text')" and path in INDEXED_PATHS:
+            parts.append(_indexed_equals(path, json.dumps(group), table, params, _IN_SET))
+        else:
+            parts.append(_field_test(path, kind, _IN_SET, [json.dumps(group)], params))
+    for special in dict.fromkeys(v for v in values if v is None or isinstance(v, bool)):
+        parts.append(_equals(path, special, table, params))
+    return "(" + (" AND " if every else " OR ").join(parts) + ")"
+
+
+def _indexed_equals(path: str, value: str, table: str, params: list[Any], test: str = "= ?") -> str:
+    """String equality (or, with `test`, set membership) on a reserved key, answered
+    by its two expression indexes.
 
     The path is one of our constants (`INDEXED_PATHS`), written literally so
     that SQLite matches the index expressions; the value is still bound.
@@ -128,11 +157,11 @@ def _indexed_equals(path: str, value: str, table: str, params: list[Any]) -> str
     params += [value, value]
     return (
         f"rowid IN (SELECT rowid FROM {table} INDEXED BY {table}_{key} "
-        f"WHERE json_extract(metadata, '{path}') = ? AND json_type(metadata, '{path}') = 'text' "
+        f"WHERE json_extract(metadata, '{path}') {test} AND json_type(metadata, '{path}') = 'text' "
         f"UNION ALL SELECT rowid FROM {table} INDEXED BY {table}_{key}_type "
         f"WHERE json_type(metadata, '{path}') = 'array' "
         f"AND EXISTS (SELECT 1 FROM json_each(metadata, '{path}') e "
-        f"WHERE e.type = 'text' AND e.value = ?))"
+        f"WHERE e.type = 'text' AND e.value {test}))"
     )
 
 

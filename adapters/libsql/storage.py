@@ -13,7 +13,6 @@ from recallstack.core.storage import Order, Storage, ThreadOrderBy
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MESSAGE_COLUMNS = "id, thread_id, resource_id, role, content, created_at, metadata"
-NEIGHBOUR_COLUMNS = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS.split(", "))
 
 
 def to_us(value: datetime) -> int:
@@ -255,36 +254,43 @@ class LibSQLStorage(Storage):
         return [_message(r) for r in rows], total
 
     def _include_windows(self, include: list[Include], resource_id: str | None) -> list[Message]:
-        """Every include window in one statement of index-backed cursor queries.
+        """Every include window in one statement of constant size, whatever the count.
 
-        For each target: the target itself, `before` messages of its own thread
-        with a smaller (created_at, id), and `after` with a larger one; each part
-        walks the (thread_id, created_at, id) index. No window functions.
+        The targets arrive as one JSON array. Two recursive walks step from each
+        target to its previous and next message in its own thread, one index
+        seek on (thread_id, created_at, id) a step, `before` and `after` steps
+        deep. No window functions, no UNION that grows with the targets.
         """
-        owner = "" if resource_id is None else " AND t.resource_id = ?"
-        parts: list[str] = []
-        params: list[Any] = []
-        for inc in include:
-            target = (
-                "SELECT thread_id, created_at, id FROM recallstack_messages t "
-                f"WHERE t.id = ?{owner}"
+        steps = [
+            f"""{name}(r, n) AS (
+                SELECT r, {count} FROM targets
+                UNION ALL
+                SELECT (SELECT p.rowid FROM recallstack_messages p
+                        WHERE p.thread_id = c.thread_id
+                        AND (p.created_at, p.id) {compare} (c.created_at, c.id)
+                        ORDER BY p.created_at {direction}, p.id {direction} LIMIT 1), n - 1
+                FROM {name} JOIN recallstack_messages c ON c.rowid = {name}.r WHERE n > 0)"""
+            for name, count, compare, direction in (
+                ("earlier", "before", "<", "DESC"),
+                ("later", "after", ">", "ASC"),
             )
-            scope = [inc.id] if resource_id is None else [inc.id, resource_id]
-            parts.append(
-                f"SELECT {MESSAGE_COLUMNS} FROM recallstack_messages t WHERE t.id = ?{owner}"
-            )
-            params += scope
-            for count, compare, direction in ((inc.before, "<", "DESC"), (inc.after, ">", "ASC")):
-                if count == 0:
-                    continue
-                parts.append(
-                    f"SELECT * FROM (SELECT {NEIGHBOUR_COLUMNS} FROM recallstack_messages m, "
-                    f"({target}) AS x WHERE m.thread_id = x.thread_id "
-                    f"AND (m.created_at, m.id) {compare} (x.created_at, x.id) "
-                    f"ORDER BY m.created_at {direction}, m.id {direction} LIMIT ?)"
-                )
-                params += [*scope, count]
-        rows = self.db.query(" UNION ALL ".join(parts), params)
+        ]
+        # the caller's resource bounds the targets and every neighbour alike
+        scoped = resource_id is not None
+        rows = self.db.query(
+            f"""WITH RECURSIVE targets(r, before, after) AS (
+                SELECT t.rowid, j.value ->> '$[1]', j.value ->> '$[2]'
+                FROM json_each(?) j JOIN recallstack_messages t ON t.id = j.value ->> '$[0]'
+                WHERE {"t.resource_id = ? AND " if scoped else ""}1),
+            {", ".join(steps)}
+            SELECT {MESSAGE_COLUMNS} FROM recallstack_messages
+            WHERE {"resource_id = ? AND " if scoped else ""}rowid IN
+                (SELECT r FROM earlier UNION SELECT r FROM later)""",
+            [
+                json.dumps([[i.id, i.before, i.after] for i in include]),
+                *([resource_id, resource_id] if scoped else []),
+            ],
+        )
         return [_message(r) for r in rows]
 
     def _delete_messages(self, ids: list[str]) -> None:
@@ -302,6 +308,17 @@ class LibSQLStorage(Storage):
             "INSERT OR IGNORE INTO recallstack_message_index VALUES (?, ?)",
             [(i, index_name) for i in message_ids],
         )
+
+    def _forget_indexed(self, message_ids: list[str], thread_id: str | None) -> None:
+        with self.db.transaction():
+            if message_ids:
+                self._forget(message_ids)
+            if thread_id is not None:
+                self.db.query(
+                    "DELETE FROM recallstack_message_index WHERE message_id IN "
+                    "(SELECT id FROM recallstack_messages WHERE thread_id = ?)",
+                    (thread_id,),
+                )
 
     def _unindexed(self, index_name: str, limit: int) -> list[Message]:
         rows = self.db.query(

@@ -119,6 +119,14 @@ class InMemoryStorage(Storage):
             for i in message_ids:
                 self._indexed.setdefault(i, set()).add(index_name)
 
+    def _forget_indexed(self, message_ids: list[str], thread_id: str | None) -> None:
+        with self._lock:
+            for i in message_ids:
+                self._indexed.pop(i, None)
+            if thread_id is not None:
+                for m in self._thread_messages(thread_id):
+                    self._indexed.pop(m.id, None)
+
     def _unindexed(self, index_name: str, limit: int) -> list[Message]:
         with self._lock:
             missing = [

@@ -31,6 +31,11 @@ def index_statements(table: str) -> list[str]:
     return statements
 
 
+SET_ABOVE = 16
+"""`$in`/`$nin`/`$all` lists longer than this are bound as one jsonb array (`_members`),
+so no statement grows with the list; shorter ones are containment tests the GIN index serves."""
+
+
 def compile_filter(node: Node) -> tuple[str, list[Any]]:
     """SQL over the `metadata` column for a parsed filter, and its parameters."""
     params: list[Any] = []
@@ -59,9 +64,12 @@ def _condition(c: Condition, params: list[Any]) -> str:
     if c.op in ("$in", "$nin", "$all"):
         if not c.value:
             return "TRUE" if c.op == "$nin" else "FALSE"
-        parts = [_equals(c.path, v, params) for v in c.value]
-        joined = "(" + (" AND " if c.op == "$all" else " OR ").join(parts) + ")"
-        return f"NOT {joined}" if c.op == "$nin" else joined
+        if len(c.value) > SET_ABOVE:
+            sql = _members(c.path, c.value, c.op == "$all", params)
+        else:
+            parts = [_equals(c.path, v, params) for v in c.value]
+            sql = "(" + (" AND " if c.op == "$all" else " OR ").join(parts) + ")"
+        return f"NOT {sql}" if c.op == "$nin" else sql
     return _compare(c.path, _RANGE[c.op], c.value, params)
 
 
@@ -83,6 +91,34 @@ def _equals(path: tuple[str, ...], value: Scalar, params: list[Any]) -> str:
         params.append(list(path))
         sql += " OR (metadata #> %s) IS NULL"
     return sql + ")"
+
+
+def _members(
+    path: tuple[str, ...], values: tuple[Scalar, ...], every: bool, params: list[Any]
+) -> str:
+    """`$in` (any value matches) or `$all` (every value matches) over a value set bound
+    as one `jsonb[]` parameter.
+
+    The field is taken as the list of its elements (a scalar as a list of one, a
+    missing field as `[null]`, so that `None` matches it as `$eq` does); jsonb
+    equality compares numbers numerically and never equates a bool to a number.
+    """
+    from psycopg.types.json import Jsonb
+
+    elements = (
+        "jsonb_array_elements(CASE jsonb_typeof(metadata #> %s) WHEN 'array' "
+        "THEN metadata #> %s ELSE jsonb_build_array(metadata #> %s) END) e"
+    )
+    field = [list(path)] * 3
+    wanted = [Jsonb(v) for v in dict.fromkeys(values)]
+    if every:
+        params += [wanted, *field]
+        return (
+            "NOT EXISTS (SELECT 1 FROM unnest(%s::jsonb[]) w(value) "
+            f"WHERE NOT EXISTS (SELECT 1 FROM {elements} WHERE e.value = w.value))"
+        )
+    params += [*field, wanted]
+    return f"EXISTS (SELECT 1 FROM {elements} WHERE e.value IN (SELECT unnest(%s::jsonb[])))"
 
 
 def _indexed_equals(key: str, value: str, params: list[Any]) -> str:

@@ -289,6 +289,13 @@ class PgStorage(Storage):
             (message_ids, index_name),
         )
 
+    def _forget_indexed(self, message_ids: list[str], thread_id: str | None) -> None:
+        self.db.query(
+            "DELETE FROM recallstack_message_index WHERE message_id = ANY(%s) OR message_id IN "
+            "(SELECT id FROM recallstack_messages WHERE thread_id = %s)",
+            (message_ids, thread_id),
+        )
+
     def _unindexed(self, index_name: str, limit: int) -> list[Message]:
         rows = self.db.query(
             f"SELECT {COLUMNS} FROM recallstack_messages m WHERE NOT EXISTS "

@@ -29,6 +29,8 @@ from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResul
 CATALOG = "recallstack_vector_indexes"
 PGVECTOR_EF_SEARCH = 40
 """pgvector's default `hnsw.ef_search`; only other values are set, per query."""
+PGVECTOR_MAX_EF_SEARCH = 1000
+"""pgvector's largest `hnsw.ef_search`: an HNSW query never asks for more rows than this."""
 OPERATORS: dict[Metric, tuple[str, str]] = {
     "cosine": ("<=>", "vector_cosine_ops"),
     "euclidean": ("<->", "vector_l2_ops"),
@@ -262,19 +264,15 @@ class PgVectorStore(VectorStore):
         where, params = compile_filter(filter) if filter is not None else ("TRUE", [])
         op = OPERATORS[info.metric][0]
         fields = "id, metadata" + (", embedding" if include_vector else "")
+        params = [vector, *params]
         rows: list[tuple[Any, ...]] | None = None
-        if self.search == "exact" or not self._ann_ready(info):
-            # OFFSET 0 keeps the planner from using the ANN index: every row is scored
-            rows = self._run(
-                name,
-                f"SELECT {fields}, d FROM (SELECT {fields}, embedding {op} %s AS d "
-                f"FROM {info.table} WHERE {where} OFFSET 0) s ORDER BY d, id LIMIT {int(top_k)}",
-                [vector, *params],
-            )
-        elif filter is not None:
-            rows = self._selective(name, info, fields, op, where, [vector, *params], top_k)
+        if self.search != "exact" and self._ann_ready(info):
+            if filter is not None:
+                rows = self._selective(name, info, fields, op, where, params, top_k)
+            if rows is None:
+                rows = self._approximate(name, info, fields, op, where, params, top_k)
         if rows is None:
-            rows = self._approximate(name, info, fields, op, where, [vector, *params], top_k)
+            rows = self._exact(name, info, fields, op, where, params, top_k)
         return ranked(
             (
                 (
@@ -287,6 +285,25 @@ class PgVectorStore(VectorStore):
             ),
             top_k,
             min_score,
+        )
+
+    def _exact(
+        self,
+        name: str,
+        info: _Info,
+        fields: str,
+        op: str,
+        where: str,
+        params: list[Any],
+        top_k: int,
+    ) -> list[tuple[Any, ...]]:
+        """Every matching row scored: the true top_k, ties ordered by id."""
+        # OFFSET 0 keeps the planner from using the ANN index
+        return self._run(
+            name,
+            f"SELECT {fields}, d FROM (SELECT {fields}, embedding {op} %s AS d "
+            f"FROM {info.table} WHERE {where} OFFSET 0) s ORDER BY d, id LIMIT {int(top_k)}",
+            params,
         )
 
     def _ann_ready(self, info: _Info) -> bool:
@@ -335,19 +352,22 @@ class PgVectorStore(VectorStore):
         where: str,
         params: list[Any],
         top_k: int,
-    ) -> list[tuple[Any, ...]]:
+    ) -> list[tuple[Any, ...]] | None:
         """The ANN index; with a filter, an iterative scan, so that filters fill top_k.
 
         Rows past top_k while they tie with the last (`past_ties`), so that ties
         at the cut are ordered by id like everywhere else once the caller sorts.
+        None when HNSW would need more than `hnsw.ef_search`'s largest value
+        (a large top_k, or ties past it): the caller then scans exactly.
         """
-        return list(
-            past_ties(
-                lambda n: self._nearest(name, info, fields, op, where, params, n),
-                top_k,
-                lambda row: float(row[-1]),
-            )
+        most = PGVECTOR_MAX_EF_SEARCH if info.config.type == "hnsw" else None
+        hits = past_ties(
+            lambda n: self._nearest(name, info, fields, op, where, params, n),
+            top_k,
+            lambda row: float(row[-1]),
+            most,
         )
+        return None if hits is None else list(hits)
 
     def _nearest(
         self,

@@ -49,6 +49,9 @@ class ClientDriver:
             match=lambda key, value: models.FieldCondition(
                 key=key, match=models.MatchValue(value=value)
             ),
+            match_any=lambda key, values: models.FieldCondition(
+                key=key, match=models.MatchAny(any=values)
+            ),
             range=lambda key, bounds: models.FieldCondition(key=key, range=models.Range(**bounds)),
             is_null=lambda key: models.IsNullCondition(is_null=models.PayloadField(key=key)),
             is_empty=lambda key: models.IsEmptyCondition(is_empty=models.PayloadField(key=key)),

@@ -60,6 +60,7 @@ class EdgeDriver:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.dialect = Dialect(
             match=lambda key, value: q.FieldCondition(key, match=q.MatchValue(value)),
+            match_any=lambda key, values: q.FieldCondition(key, match=q.MatchAny(values)),
             range=lambda key, bounds: q.FieldCondition(key, range=q.RangeFloat(**bounds)),
             is_null=lambda key: q.IsNullCondition(key),
             is_empty=lambda key: q.IsEmptyCondition(key),

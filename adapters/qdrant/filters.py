@@ -29,6 +29,7 @@ class Dialect:
     """How one Qdrant API spells filters."""
 
     match: Callable[[str, Any], Any]
+    match_any: Callable[[str, list[Any]], Any]
     range: Callable[[str, dict[str, float]], Any]
     is_null: Callable[[str], Any]
     is_empty: Callable[[str], Any]
@@ -75,12 +76,20 @@ def _condition(c: Condition, d: Dialect) -> Any:
         eq = _equals(c.path, c.value, d)
         return eq if c.op == "$eq" else _none([eq], d)
     if c.op in ("$in", "$nin"):
-        any_ = _any([_equals(c.path, v, d) for v in c.value], d)
+        any_ = _any(_members(c.path, c.value, d), d)
         return any_ if c.op == "$in" else _none([any_], d)
     if c.op == "$all":
         return _all([_equals(c.path, v, d) for v in c.value], d) if c.value else _nothing(d)
     bound = {"$gt": "gt", "$gte": "gte", "$lt": "lt", "$lte": "lte"}[c.op]
     return _all([d.range(field(c.path), {bound: float(c.value)})], d)
+
+
+def _members(path: tuple[str, ...], values: tuple[Scalar, ...], d: Dialect) -> list[Any]:
+    """`$in`'s alternatives: every string and boolean in one keyword `match_any` (a list
+    matches when an element does, as with `match`), numbers and null one by one."""
+    keywords = [encode_scalar(v) for v in values if isinstance(v, str | bool)]
+    parts = [d.match_any(field(path), keywords)] if keywords else []
+    return parts + [_equals(path, v, d) for v in values if not isinstance(v, str | bool)]
 
 
 def _equals(path: tuple[str, ...], value: Scalar, d: Dialect) -> Any:

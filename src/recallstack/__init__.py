@@ -18,7 +18,13 @@ from recallstack.core.errors import (
 )
 from recallstack.core.filters import matches, parse_filter
 from recallstack.core.hookspecs import hookimpl
-from recallstack.core.memory import Memory, RecallResult, ReindexResult, SaveResult
+from recallstack.core.memory import (
+    Memory,
+    RecallResult,
+    ReindexResult,
+    SaveResult,
+    ThreadUpdateResult,
+)
 from recallstack.core.message_history import MessageHistory
 from recallstack.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from recallstack.core.processor import RequestContext
@@ -63,6 +69,7 @@ __all__ = [
     "Storage",
     "TextPart",
     "Thread",
+    "ThreadUpdateResult",
     "ToolCallPart",
     "ToolResultPart",
     "UnknownBackendError",
