@@ -101,6 +101,11 @@ class Twin:
             f"{self.store.backend} does not support {refused} but accepted filter {filter!r}"
         )
 
+    def record_refused(self, what: str) -> None:
+        """Note in the report that the backend refuses `what` with the documented error
+        (the case has just checked that it does)."""
+        self._record_unsupported(what)
+
     def cleanup(self) -> None:
         existing = set(self.store.list_indexes())
         for name in self.created:

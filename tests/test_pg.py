@@ -11,7 +11,7 @@ import pytest
 from recallstack.adapters.pg.database import JSONB_OID, Database, jsonb_loader
 from recallstack.adapters.pg.storage import MIGRATIONS, PgStorage
 from recallstack.adapters.pg.vector import PgVectorStore
-from recallstack.core.errors import BackendError, IndexNotFoundError
+from recallstack.core.errors import BackendError, IndexNotFoundError, InvalidInputError
 from recallstack.core.registry import registry
 from recallstack.core.table_names import table_name
 
@@ -216,3 +216,9 @@ def test_jsonb_is_read_as_json_loads_reads_it(pg_url: str) -> None:
     with db.pool.connection() as conn:  # the loader is the cursor's, not the connection's
         assert conn.adapters.get_loader(JSONB_OID, Format.TEXT) is not jsonb_loader()
     db.close()
+
+
+@pytest.mark.parametrize("ef_search", [0, 1_001, "40", True])
+def test_ef_search_stays_in_pgvectors_range(ef_search: object) -> None:
+    with pytest.raises(InvalidInputError, match="ef_search"):
+        PgVectorStore("postgresql://unused/db", ef_search=ef_search)  # type: ignore[arg-type]

@@ -18,7 +18,12 @@ from typing import Any, Literal
 from recallstack.adapters.pg import CAPABILITIES
 from recallstack.adapters.pg.database import Database
 from recallstack.adapters.pg.sql_filters import compile_filter, index_statements
-from recallstack.core.errors import BackendError, IndexNotFoundError
+from recallstack.core.errors import (
+    BackendError,
+    IndexNotFoundError,
+    InvalidInputError,
+    is_positive_int,
+)
 from recallstack.core.filters import Node
 from recallstack.core.metadata import Metadata
 from recallstack.core.scores import Matrix, from_distance, past_ties, ranked
@@ -53,6 +58,22 @@ class _Info:
     config: IndexConfig
 
 
+@dataclass(frozen=True)
+class _Search:
+    """One query, as every plan that may answer it needs it."""
+
+    name: str
+    info: _Info
+    fields: str
+    """The columns to return before the distance."""
+    op: str
+    """pgvector's distance operator for the index's metric."""
+    where: str
+    params: list[Any]
+    """The query vector, then the filter's parameters."""
+    top_k: int
+
+
 class PgVectorStore(VectorStore):
     backend = "pg"
 
@@ -66,6 +87,11 @@ class PgVectorStore(VectorStore):
         probes: int = 10,
         **pool: Any,
     ) -> None:
+        if not is_positive_int(ef_search) or ef_search > PGVECTOR_MAX_EF_SEARCH:
+            raise InvalidInputError(
+                f"ef_search must be from 1 to {PGVECTOR_MAX_EF_SEARCH} (pgvector's range), "
+                f"got {ef_search!r}"
+            )
         self.db = Database(url, **pool)
         self.db.migrate("vector", [_catalog])
         self.search = search
@@ -262,17 +288,23 @@ class PgVectorStore(VectorStore):
     ) -> list[QueryResult]:
         info = self._need(name)
         where, params = compile_filter(filter) if filter is not None else ("TRUE", [])
-        op = OPERATORS[info.metric][0]
-        fields = "id, metadata" + (", embedding" if include_vector else "")
-        params = [vector, *params]
+        search = _Search(
+            name=name,
+            info=info,
+            fields="id, metadata" + (", embedding" if include_vector else ""),
+            op=OPERATORS[info.metric][0],
+            where=where,
+            params=[vector, *params],
+            top_k=top_k,
+        )
         rows: list[tuple[Any, ...]] | None = None
         if self.search != "exact" and self._ann_ready(info):
             if filter is not None:
-                rows = self._selective(name, info, fields, op, where, params, top_k)
+                rows = self._selective(search)
             if rows is None:
-                rows = self._approximate(name, info, fields, op, where, params, top_k)
+                rows = self._approximate(search)
         if rows is None:
-            rows = self._exact(name, info, fields, op, where, params, top_k)
+            rows = self._exact(search)
         return ranked(
             (
                 (
@@ -287,23 +319,14 @@ class PgVectorStore(VectorStore):
             min_score,
         )
 
-    def _exact(
-        self,
-        name: str,
-        info: _Info,
-        fields: str,
-        op: str,
-        where: str,
-        params: list[Any],
-        top_k: int,
-    ) -> list[tuple[Any, ...]]:
+    def _exact(self, s: _Search) -> list[tuple[Any, ...]]:
         """Every matching row scored: the true top_k, ties ordered by id."""
         # OFFSET 0 keeps the planner from using the ANN index
         return self._run(
-            name,
-            f"SELECT {fields}, d FROM (SELECT {fields}, embedding {op} %s AS d "
-            f"FROM {info.table} WHERE {where} OFFSET 0) s ORDER BY d, id LIMIT {int(top_k)}",
-            params,
+            s.name,
+            f"SELECT {s.fields}, d FROM (SELECT {s.fields}, embedding {s.op} %s AS d "
+            f"FROM {s.info.table} WHERE {s.where} OFFSET 0) q ORDER BY d, id LIMIT {int(s.top_k)}",
+            s.params,
         )
 
     def _ann_ready(self, info: _Info) -> bool:
@@ -311,48 +334,31 @@ class PgVectorStore(VectorStore):
             return True
         return info.config.type == "ivfflat" and self._has_ann(info)
 
-    def _selective(
-        self,
-        name: str,
-        info: _Info,
-        fields: str,
-        op: str,
-        where: str,
-        params: list[Any],
-        top_k: int,
-    ) -> list[tuple[Any, ...]] | None:
+    def _selective(self, s: _Search) -> list[tuple[Any, ...]] | None:
         """Exact top_k when the filter matches at most `exact_below` rows, else None.
 
         One statement: up to `exact_below + 1` matching rows are fetched through
         the metadata index (the OFFSET 0 fence keeps the LIMIT from tempting the
         planner into a sequential scan), counted, and scored exactly.
         """
-        vector, *rest = params
+        vector, *rest = s.params
         # limits are our own ints, written as literals: psycopg prepares repeated
         # statements, and a generic plan that cannot see the LIMIT scans the table
         rows = self._run(
-            name,
+            s.name,
             f"WITH c AS MATERIALIZED (SELECT * FROM (SELECT id, metadata, embedding "
-            f"FROM {info.table} WHERE {where} OFFSET 0) f LIMIT {int(self.exact_below) + 1}) "
-            f"SELECT {fields}, d, (SELECT count(*) FROM c) FROM "
-            f"(SELECT {fields}, embedding {op} %s AS d FROM c) s "
-            f"ORDER BY d, id LIMIT {int(top_k)}",
+            f"FROM {s.info.table} WHERE {s.where} OFFSET 0) f "
+            f"LIMIT {int(self.exact_below) + 1}) "
+            f"SELECT {s.fields}, d, (SELECT count(*) FROM c) FROM "
+            f"(SELECT {s.fields}, embedding {s.op} %s AS d FROM c) q "
+            f"ORDER BY d, id LIMIT {int(s.top_k)}",
             [*rest, vector],
         )
         if rows and rows[0][-1] > self.exact_below:
             return None
         return [row[:-1] for row in rows]
 
-    def _approximate(
-        self,
-        name: str,
-        info: _Info,
-        fields: str,
-        op: str,
-        where: str,
-        params: list[Any],
-        top_k: int,
-    ) -> list[tuple[Any, ...]] | None:
+    def _approximate(self, s: _Search) -> list[tuple[Any, ...]] | None:
         """The ANN index; with a filter, an iterative scan, so that filters fill top_k.
 
         Rows past top_k while they tie with the last (`past_ties`), so that ties
@@ -360,49 +366,35 @@ class PgVectorStore(VectorStore):
         None when HNSW would need more than `hnsw.ef_search`'s largest value
         (a large top_k, or ties past it): the caller then scans exactly.
         """
-        most = PGVECTOR_MAX_EF_SEARCH if info.config.type == "hnsw" else None
-        hits = past_ties(
-            lambda n: self._nearest(name, info, fields, op, where, params, n),
-            top_k,
-            lambda row: float(row[-1]),
-            most,
-        )
+        most = PGVECTOR_MAX_EF_SEARCH if s.info.config.type == "hnsw" else None
+        hits = past_ties(lambda n: self._nearest(s, n), s.top_k, lambda row: float(row[-1]), most)
         return None if hits is None else list(hits)
 
-    def _nearest(
-        self,
-        name: str,
-        info: _Info,
-        fields: str,
-        op: str,
-        where: str,
-        params: list[Any],
-        fetch: int,
-    ) -> list[tuple[Any, ...]]:
+    def _nearest(self, s: _Search, fetch: int) -> list[tuple[Any, ...]]:
         sql = (
-            f"SELECT {fields}, embedding {op} %s AS d FROM {info.table} WHERE {where} "
-            f"ORDER BY d LIMIT {int(fetch)}"
+            f"SELECT {s.fields}, embedding {s.op} %s AS d FROM {s.info.table} "
+            f"WHERE {s.where} ORDER BY d LIMIT {int(fetch)}"
         )
         # per-query settings only: session settings on pooled connections cost
         # about 0.1 ms on every query, measured
-        prefix = "hnsw" if info.config.type == "hnsw" else "ivfflat"
+        prefix = "hnsw" if s.info.config.type == "hnsw" else "ivfflat"
         settings = []
-        if where != "TRUE":  # a filter: keep scanning the index until enough rows match
+        if s.where != "TRUE":  # a filter: keep scanning the index until enough rows match
             settings.append(f"SET LOCAL {prefix}.iterative_scan = relaxed_order")
         if prefix == "hnsw" and max(self.ef_search, fetch) != PGVECTOR_EF_SEARCH:
             settings.append(f"SET LOCAL hnsw.ef_search = {int(max(self.ef_search, fetch))}")
         if prefix == "ivfflat":
             settings.append(f"SET LOCAL ivfflat.probes = {int(self.probes)}")
         if not settings:
-            return self._run(name, sql, params)
+            return self._run(s.name, sql, s.params)
         try:
             with self.db.cursor(transaction=True) as cur:
                 for statement in settings:
                     cur.execute(statement)
-                cur.execute(sql, params)
+                cur.execute(sql, s.params)
                 rows: list[tuple[Any, ...]] = cur.fetchall()
                 return rows
         except BackendError as exc:
             if "does not exist" in str(exc):
-                raise IndexNotFoundError(name) from exc
+                raise IndexNotFoundError(s.name) from exc
             raise

@@ -91,6 +91,7 @@ def test_top_k_up_to_the_declared_largest(twin: Twin) -> None:
     assert len(twin.store.query(name, query, largest)) == 1_200
     with pytest.raises(InvalidInputError, match="top_k"):
         twin.store.query(name, query, largest + 1)
+    twin.record_refused(f"top_k above {largest:,}")
 
 
 def test_thousands_of_tied_scores(twin: Twin) -> None:
