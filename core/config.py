@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from recallstack.core.filters import parse_filter
+from recallstack.core.model import Model
 from recallstack.core.vectors import IndexConfig
 
 
-class MessageRange(BaseModel):
+class MessageRange(Model):
     """How many neighbours to fetch before and after each recalled message."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -20,7 +21,7 @@ class MessageRange(BaseModel):
     after: int = Field(default=1, ge=0)
 
 
-class SemanticRecallConfig(BaseModel):
+class SemanticRecallConfig(Model):
     """Semantic recall options; `True` in `MemoryConfig` means all of these defaults."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -47,7 +48,7 @@ class SemanticRecallConfig(BaseModel):
         return value
 
 
-class MemoryConfig(BaseModel):
+class MemoryConfig(Model):
     """What memory loads into each turn."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")

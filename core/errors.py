@@ -63,6 +63,16 @@ class BackendError(RecallstackError):
     """The backend failed; the original exception is kept as `__cause__`."""
 
 
+def refuse_newer(component: str, stored: int, known: int) -> None:
+    """A database whose schema a newer recallstack wrote is left untouched: migrating
+    it "back" would record the older version over tables the older code never made."""
+    if stored > known:
+        raise BackendError(
+            f"the database's {component} schema is version {stored}, written by a newer "
+            f"recallstack; this one knows versions up to {known}: upgrade recallstack"
+        )
+
+
 class MissingDependencyError(RecallstackError, ImportError):
     """A backend's optional driver is not installed; the message names the extra."""
 

@@ -12,6 +12,7 @@ from recallstack.core.batching import batched
 from recallstack.core.config import MemoryConfig, SemanticRecallConfig
 from recallstack.core.embedder import Embedder
 from recallstack.core.errors import InvalidInputError, NotFoundError
+from recallstack.core.inputs import check_id
 from recallstack.core.message_history import MessageHistory
 from recallstack.core.messages import Message, utc_now
 from recallstack.core.metadata import normalize_metadata
@@ -59,9 +60,12 @@ class RecallResult:
 
 @dataclass(frozen=True)
 class ReindexResult:
+    """How many messages were indexed and failed; the failures' ids and first error."""
+
     indexed: int
     failed: int
     error: str | None = None
+    failed_ids: list[str] = field(default_factory=list)
 
 
 class Memory:
@@ -261,6 +265,8 @@ class Memory:
         Raises (unlike the processor, which fails open).
         """
         config = self.config.merged(thread_config)
+        if resource_id is not None:
+            check_id(resource_id, "resource_id")
         thread = self.storage.get_thread(thread_id)
         if thread is not None:
             if resource_id not in (None, thread.resource_id):
@@ -294,17 +300,33 @@ class Memory:
         )
 
     def reindex(self, batch_size: int = 256) -> ReindexResult:
-        """Index every message not yet indexed under the current index name."""
+        """Index every message not yet indexed under the current index name, oldest first.
+
+        A batch that fails is retried message by message, so that one message
+        that cannot be indexed is reported (`failed_ids`) and the rest go on;
+        when no message of the batch can be indexed (the vector store or the
+        embedder is down), it stops there.
+        """
         semantic = self._semantic()
         config = self._recall_config(None) or semantic.config
         name = semantic.index_name(config)
         done = 0
-        while batch := self.storage.unindexed(name, limit=batch_size):
+        failed: list[str] = []
+        error: str | None = None
+        cursor: Message | None = None
+        while batch := self.storage.unindexed(name, limit=batch_size, after=cursor):
+            cursor = batch[-1]
             report = semantic.index(batch, config)
             done += len(report.indexed)
-            if report.failed:
-                return ReindexResult(done, len(report.failed), report.error)
-        return ReindexResult(done, 0)
+            if not report.failed:
+                continue
+            error = error or report.error
+            singles = [semantic.index([m], config) for m in batch]
+            done += sum(len(r.indexed) for r in singles)
+            failed += [i for r in singles for i in r.failed]
+            if all(r.failed for r in singles):
+                return ReindexResult(done, len(failed), error, failed)
+        return ReindexResult(done, len(failed), error, failed)
 
     def close(self) -> None:
         self.storage.close()

@@ -7,9 +7,11 @@ import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from recallstack.core.errors import InvalidInputError
+from recallstack.core.inputs import Document, Id, Text
+from recallstack.core.model import Model
 
 Role = Literal["user", "assistant", "system", "tool"]
 
@@ -23,13 +25,13 @@ def as_utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-class TextPart(BaseModel):
+class TextPart(Model):
     model_config = ConfigDict(frozen=True)
     type: Literal["text"] = "text"
-    text: str
+    text: Text
 
 
-class ToolCallPart(BaseModel):
+class ToolCallPart(Model):
     model_config = ConfigDict(frozen=True)
     type: Literal["tool_call"] = "tool_call"
     id: str
@@ -37,7 +39,7 @@ class ToolCallPart(BaseModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
-class ToolResultPart(BaseModel):
+class ToolResultPart(Model):
     model_config = ConfigDict(frozen=True)
     type: Literal["tool_result"] = "tool_result"
     tool_call_id: str
@@ -47,18 +49,18 @@ class ToolResultPart(BaseModel):
 Part = Annotated[TextPart | ToolCallPart | ToolResultPart, Field(discriminator="type")]
 
 
-class Message(BaseModel):
+class Message(Model):
     """A saved message. Messages of a thread are ordered by (created_at, id)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    id: str = Field(default_factory=lambda: str(uuid.uuid4()), min_length=1)
-    thread_id: str = Field(min_length=1)
-    resource_id: str | None = None
+    id: Id = Field(default_factory=lambda: str(uuid.uuid4()))
+    thread_id: Id
+    resource_id: Id | None = None
     role: Role
-    content: str | list[Part]
+    content: Text | list[Part]
     created_at: datetime = Field(default_factory=utc_now)
-    metadata: dict[str, Any] | None = None
+    metadata: Document | None = None
     source: Literal["memory"] | None = Field(default=None, exclude=True)
     """Set on messages that recall added to an input; never persisted."""
 

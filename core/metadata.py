@@ -14,12 +14,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from recallstack.core.errors import InvalidInputError
+from recallstack.core.inputs import check_text
 
 Scalar = str | int | float | bool | None
 Metadata = dict[str, Any]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_PLAIN = frozenset({str, int, bool, type(None)})
+_PLAIN = frozenset({int, bool, type(None)})
 
 
 def epoch_ms(value: datetime) -> int:
@@ -33,7 +34,9 @@ def normalize_scalar(value: Any, where: str) -> Scalar:
     """Check one scalar, converting a datetime to epoch milliseconds."""
     if isinstance(value, datetime):
         return epoch_ms(value)
-    if value is None or isinstance(value, str | bool | int):
+    if isinstance(value, str):
+        return check_text(value, where)
+    if value is None or isinstance(value, bool | int):
         return value
     if isinstance(value, float):
         if not math.isfinite(value):
@@ -53,7 +56,7 @@ def check_key(key: Any, where: str) -> str:
         raise InvalidInputError(
             f"{where}: metadata key {key!r} may not start with '$' or contain '.'"
         )
-    return key
+    return check_text(key, f"{where}: key {key[:40]!r}")
 
 
 def normalize_metadata(metadata: Mapping[str, Any] | None, where: str = "metadata") -> Metadata:
@@ -65,6 +68,9 @@ def normalize_metadata(metadata: Mapping[str, Any] | None, where: str = "metadat
     result: Metadata = {}
     for key, value in metadata.items():
         check_key(key, where)
+        if type(value) is str:
+            result[key] = check_text(value, f"{where}.{key}")
+            continue
         if type(value) in _PLAIN:
             # most values: nothing to check or convert, and no error path to name
             result[key] = value

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from recallstack.core.inputs import check_id
+
 
 @dataclass(frozen=True)
 class RequestContext:
@@ -18,3 +20,8 @@ class RequestContext:
     thread_id: str
     resource_id: str | None = None
     config: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_id(self.thread_id, "thread_id")
+        if self.resource_id is not None:
+            check_id(self.resource_id, "resource_id")

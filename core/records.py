@@ -3,35 +3,37 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from recallstack.core.inputs import Document, Id, Text
 from recallstack.core.messages import Message, as_utc, utc_now
+from recallstack.core.model import Model
 
 
-class Thread(BaseModel):
+class Thread(Model):
     """One conversation, owned by a resource (usually a user)."""
 
     model_config = ConfigDict(frozen=True)
 
-    id: str = Field(min_length=1)
-    resource_id: str = Field(min_length=1)
-    title: str | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    id: Id
+    resource_id: Id
+    title: Text | None = None
+    metadata: Document = Field(default_factory=dict)
     created_at: datetime = Field(default_factory=utc_now)
     updated_at: datetime = Field(default_factory=utc_now)
 
     _utc = field_validator("created_at", "updated_at")(as_utc)
 
 
-class Resource(BaseModel):
+class Resource(Model):
     """The owner of threads; resource-scoped recall searches all its threads."""
 
     model_config = ConfigDict(frozen=True)
 
-    id: str = Field(min_length=1)
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    id: Id
+    metadata: Document = Field(default_factory=dict)
     created_at: datetime = Field(default_factory=utc_now)
     updated_at: datetime = Field(default_factory=utc_now)
 
@@ -51,12 +53,12 @@ class Page(BaseModel, Generic[T]):
     has_more: bool
 
 
-class Include(BaseModel):
+class Include(Model):
     """Ask a message listing for a message and its neighbours in its own thread."""
 
     model_config = ConfigDict(frozen=True)
 
-    id: str
+    id: Id
     before: int = Field(default=0, ge=0)
     after: int = Field(default=0, ge=0)
 

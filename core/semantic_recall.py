@@ -20,6 +20,7 @@ from recallstack.core.embedder import Embedder, index_name
 from recallstack.core.embedding_cache import CachedEmbedder
 from recallstack.core.errors import IndexNotFoundError, InvalidInputError
 from recallstack.core.filters import and_filters, parse_filter
+from recallstack.core.inputs import MAX_QUERY_LENGTH, check_id, check_text
 from recallstack.core.messages import Message
 from recallstack.core.metadata import epoch_ms, normalize_metadata
 from recallstack.core.processor import RequestContext
@@ -233,6 +234,14 @@ class SemanticRecall:
     ) -> list[Hit]:
         """The top_k messages most similar to the query, within the scope and filter."""
         config = config or self.config
+        check_id(thread_id, "thread_id")
+        if resource_id is not None:
+            check_id(resource_id, "resource_id")
+        if not isinstance(query, str) or len(query) > MAX_QUERY_LENGTH:
+            raise InvalidInputError(
+                f"the query must be a string of at most {MAX_QUERY_LENGTH:,} characters"
+            )
+        check_text(query, "query")
         if config.scope == "resource" and resource_id is None:
             raise InvalidInputError(
                 "semantic recall with scope='resource' needs a resource_id (or use scope='thread')"

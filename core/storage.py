@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any, ClassVar, Literal, TypeVar
 
 from recallstack.core.errors import InvalidInputError, NotFoundError, is_positive_int
+from recallstack.core.inputs import check_id, check_ids
 from recallstack.core.messages import Message, as_utc, utc_now
 from recallstack.core.records import Include, MessagePage, Page, Resource, Thread, ThreadPage
 
@@ -28,26 +29,36 @@ class Storage(ABC):
     # ---- resources ------------------------------------------------------------
 
     def get_resource(self, resource_id: str) -> Resource | None:
-        return self._get_resource(resource_id)
+        return self._get_resource(check_id(resource_id, "resource_id"))
 
     def save_resource(self, resource: Resource) -> Resource:
         """Insert or replace a resource."""
+        if not isinstance(resource, Resource):
+            raise InvalidInputError("save_resource takes a Resource")
         return self._save_resource(resource)
 
     # ---- threads --------------------------------------------------------------
 
     def save_thread(self, thread: Thread) -> Thread:
-        """Insert or replace a thread."""
+        """Insert or replace a thread. A thread never changes owner: saving one with the
+        id of another resource's thread is refused."""
+        if not isinstance(thread, Thread):
+            raise InvalidInputError("save_thread takes a Thread")
+        existing = self._get_thread(thread.id)
+        if existing is not None and existing.resource_id != thread.resource_id:
+            raise InvalidInputError(
+                f"thread {thread.id!r} belongs to another resource; a thread never changes owner"
+            )
         return self._save_thread(thread)
 
     def get_thread(self, thread_id: str) -> Thread | None:
-        return self._get_thread(thread_id)
+        return self._get_thread(check_id(thread_id, "thread_id"))
 
     def update_thread(
         self, thread_id: str, *, title: str | None = None, metadata: dict[str, Any] | None = None
     ) -> Thread:
         """Change a thread's title and/or metadata (metadata is replaced whole)."""
-        thread = self._get_thread(thread_id)
+        thread = self.get_thread(thread_id)
         if thread is None:
             raise NotFoundError(f"thread {thread_id!r} does not exist")
         changes: dict[str, Any] = {"updated_at": utc_now()}
@@ -59,7 +70,7 @@ class Storage(ABC):
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread and its messages (vectors are the caller's: see Memory)."""
-        self._delete_thread(thread_id)
+        self._delete_thread(check_id(thread_id, "thread_id"))
 
     def list_threads(
         self,
@@ -71,6 +82,7 @@ class Storage(ABC):
         order: Order = "desc",
     ) -> ThreadPage:
         """A resource's threads, ordered by `order_by` then id."""
+        check_id(resource_id, "resource_id")
         _check_paging(page, per_page)
         if order_by not in ("created_at", "updated_at") or order not in ("asc", "desc"):
             raise InvalidInputError(f"cannot order threads by {order_by!r} {order!r}")
@@ -84,10 +96,14 @@ class Storage(ABC):
         """Upsert messages by id, in one transaction. Their threads must exist.
 
         A message's `resource_id` is taken from its thread; a message may move
-        to another thread by saving it again.
+        to another thread of its resource by saving it again. Message ids are
+        global, and a message of another resource is never overwritten or
+        moved: a batch that names one is refused, and nothing is written.
         """
         if not messages:
             return []
+        if any(not isinstance(m, Message) for m in messages):
+            raise InvalidInputError("save_messages takes a list of Message objects")
         ids = [m.id for m in messages]
         if len(set(ids)) != len(ids):
             raise InvalidInputError("save_messages: the batch repeats a message id")
@@ -106,12 +122,20 @@ class Storage(ABC):
                     f"resource {owner!r}"
                 )
             checked.append(m if m.resource_id else m.model_copy(update={"resource_id": owner}))
+        owner_of = {m.id: m.resource_id for m in checked}
+        taken = [m.id for m in self._get_messages(ids) if m.resource_id != owner_of[m.id]]
+        if taken:
+            raise InvalidInputError(
+                f"save_messages: message ids {taken[:5]} belong to another resource; "
+                "a write never changes another resource's message"
+            )
         self._save_messages(checked)
         return checked
 
     def get_messages(self, ids: Sequence[str]) -> list[Message]:
         """The messages with these ids that exist, ordered by (created_at, id)."""
-        return sorted(self._get_messages(list(dict.fromkeys(ids))), key=lambda m: m.sort_key)
+        wanted = list(dict.fromkeys(check_ids(ids, "ids")))
+        return sorted(self._get_messages(wanted), key=lambda m: m.sort_key)
 
     def list_messages(
         self,
@@ -135,6 +159,11 @@ class Storage(ABC):
         given; unknown ids are ignored. The result is de-duplicated and sorted
         by (created_at, id) in `order`.
         """
+        check_id(thread_id, "thread_id")
+        if resource_id is not None:
+            check_id(resource_id, "resource_id")
+        if any(not isinstance(i, Include) for i in include):
+            raise InvalidInputError("include takes a list of Include objects")
         _check_paging(page, per_page)
         if order not in ("asc", "desc"):
             raise InvalidInputError(f"order must be 'asc' or 'desc', got {order!r}")
@@ -152,7 +181,7 @@ class Storage(ABC):
     def delete_messages(self, ids: Sequence[str]) -> None:
         """Delete messages by id; unknown ids are ignored."""
         if ids:
-            self._delete_messages(list(ids))
+            self._delete_messages(check_ids(ids, "ids"))
 
     # ---- the index ledger: which messages are embedded under which index ----------
 
@@ -174,14 +203,21 @@ class Storage(ABC):
         crash in between leaves them for `Memory.reindex()` rather than recorded
         as indexed with vectors that may be missing.
         """
+        if thread_id is not None:
+            check_id(thread_id, "thread_id")
         if message_ids or thread_id is not None:
-            self._forget_indexed(list(dict.fromkeys(message_ids)), thread_id)
+            self._forget_indexed(list(dict.fromkeys(check_ids(message_ids, "ids"))), thread_id)
 
-    def unindexed(self, index_name: str, limit: int = 256) -> list[Message]:
-        """Up to `limit` messages with no record under `index_name`, oldest first."""
+    def unindexed(
+        self, index_name: str, limit: int = 256, after: Message | None = None
+    ) -> list[Message]:
+        """Up to `limit` messages with no record under `index_name`, oldest first;
+        with `after`, only those ordered after that message (a cursor, so that a
+        message that cannot be indexed does not come back first every time)."""
         if not is_positive_int(limit):
             raise InvalidInputError(f"limit must be a positive int, got {limit!r}")
-        return self._unindexed(index_name, limit)
+        cursor = None if after is None else (after.created_at, after.id)
+        return self._unindexed(index_name, limit, cursor)
 
     def index_names(self) -> list[str]:
         """Every index name some message was recorded under."""
@@ -252,7 +288,10 @@ class Storage(ABC):
         """Delete the ledger records of `message_ids` and of `thread_id`'s messages."""
 
     @abstractmethod
-    def _unindexed(self, index_name: str, limit: int) -> list[Message]: ...
+    def _unindexed(
+        self, index_name: str, limit: int, after: tuple[datetime, str] | None
+    ) -> list[Message]:
+        """Unrecorded messages ordered by (created_at, id), only past `after` if given."""
 
     @abstractmethod
     def _index_names(self) -> list[str]: ...

@@ -6,12 +6,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from recallstack.core.model import Model
+
 Metric = Literal["cosine", "euclidean", "dotproduct"]
 IndexType = Literal["hnsw", "ivfflat", "flat", "diskann"]
 METRICS: tuple[Metric, ...] = ("cosine", "euclidean", "dotproduct")
 
 
-class IndexConfig(BaseModel):
+class IndexConfig(Model):
     """How a backend should index vectors. `type=None` means the backend's default."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")

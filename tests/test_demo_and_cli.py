@@ -120,3 +120,90 @@ def test_ingest_of_1500_lines_indexes_them_all(
     result = runner.invoke(main, ["ingest", *common, str(source)])
     assert result.exit_code == 0, result.output
     assert "saved 1500 messages, indexed 1500" in result.output
+
+
+def _fails(
+    runner: CliRunner, args: list[str], code: int, says: str, stdin: bytes | None = None
+) -> None:
+    """The command exits with `code` and one line on stderr, never a traceback."""
+    result = runner.invoke(main, args, input=stdin)
+    assert result.exit_code == code, (result.exit_code, result.output)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("recallstack: error: "), result.stderr
+    assert says in lines[0], lines[0]
+    assert "Traceback" not in result.output
+
+
+def test_expected_failures_are_one_line_and_an_exit_code(
+    cli: tuple[CliRunner, list[str]], tmp_path: Path
+) -> None:
+    runner, common = cli
+    source = tmp_path / "ok.jsonl"
+    source.write_text('{"thread_id": "t", "resource_id": "r", "role": "user", "content": "x"}\n')
+    assert runner.invoke(main, ["ingest", *common, str(source)]).exit_code == 0
+    _fails(runner, ["recall", *common, "--thread", "nope", "--query", "x"], 1, "does not exist")
+    _fails(runner, ["recall", *common, "--thread", "t", "--query", "x", "--top-k", "0"], 2, "top_k")
+    _fails(
+        runner,
+        [
+            "recall",
+            "--db",
+            str(tmp_path / "cli.db"),
+            "--embedder",
+            "nope/x",
+            "--thread",
+            "t",
+            "--query",
+            "x",
+        ],
+        1,
+        "nope",
+    )
+    (tmp_path / "a-folder.db").mkdir()
+    _fails(
+        runner, ["threads", "--db", str(tmp_path / "a-folder.db"), "--resource", "r"], 1, "libsql"
+    )
+    debug = runner.invoke(main, ["--debug", "recall", *common, "--thread", "nope", "--query", "x"])
+    assert debug.exit_code != 0 and debug.exc_info is not None  # --debug lets it through
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (
+            b'{"thread_id": "t", "resource_id": "r", "role": "user", "content": "\xff"}',
+            "line 2: not UTF-8",
+        ),
+        (b"{oops", "line 2: not JSON"),
+        (b'["a list"]', "line 2: expected a JSON object"),
+        (b'{"thread_id": "t", "role": "user", "content": "x", "colour": "red"}', "colour"),
+        (b'{"thread_id": {"$ne": 1}, "role": "user", "content": "x"}', "thread_id"),
+        (b'{"thread_id": "t2", "role": "user", "content": "x"}', "give resource_id"),
+    ],
+)
+def test_ingest_checks_the_whole_file_and_writes_nothing_when_a_line_is_bad(
+    cli: tuple[CliRunner, list[str]], tmp_path: Path, content: bytes, says: str
+) -> None:
+    runner, common = cli
+    first = b'{"thread_id": "t", "resource_id": "r", "role": "user", "content": "fine"}\n'
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(first + content + b"\n")
+    _fails(runner, ["ingest", *common, str(source)], 2, says)
+    memory = Memory(f"libsql:///{tmp_path / 'cli.db'}")
+    assert memory.get_thread("t") is None  # not even the first line's thread
+    memory.close()
+
+
+def test_a_missing_extra_is_one_line_naming_it(tmp_path: Path) -> None:
+    """As `recallstack demo` without `libsql` installed (the import is blocked)."""
+    code = "import sys; sys.modules['libsql'] = None; from recallstack.cli import main; main()"
+    result = subprocess.run(
+        [sys.executable, "-c", code, "threads", "--db", str(tmp_path / "x.db"), "--resource", "r"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "recallstack: error: the libsql backend needs the 'libsql' package: "
+        'pip install "recallstack[libsql]"'
+    ]

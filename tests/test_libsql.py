@@ -93,6 +93,17 @@ def test_migrates_an_older_schema(tmp_path: Path) -> None:
     LibSQLStorage(url)  # opening again migrates nothing twice
 
 
+def test_a_newer_schema_is_refused_and_left_untouched(tmp_path: Path) -> None:
+    url = f"libsql:///{tmp_path / 'newer.db'}"
+    LibSQLStorage(url).close()
+    db = Database(url)
+    db.query("UPDATE recallstack_schema SET version = 99 WHERE component = 'storage'")
+    with pytest.raises(BackendError, match="version 99, written by a newer recallstack"):
+        LibSQLStorage(url)
+    assert db.query("SELECT version FROM recallstack_schema WHERE component = 'storage'") == [(99,)]
+    db.close()
+
+
 def test_a_failed_transaction_writes_nothing(tmp_path: Path) -> None:
     storage = LibSQLStorage(f"libsql:///{tmp_path / 'tx.db'}")
     storage.save_thread(Thread(id="t", resource_id="r"))

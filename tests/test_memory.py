@@ -436,6 +436,60 @@ def test_a_shorter_edit_leaves_no_stale_chunk() -> None:
     assert chunks() == set()
 
 
+class PoisonEmbedder(HashEmbedder):
+    """Fails on any batch holding the word "poison" (one message nobody can index)."""
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        if any("poison" in t for t in texts):
+            raise ValueError("the embedder cannot take this text")
+        return super().embed(texts)
+
+
+def test_reindex_isolates_a_message_that_cannot_be_indexed() -> None:
+    memory = Memory(InMemoryStorage(), InMemoryVectorStore(), PoisonEmbedder(64), RECALL)
+    memory.create_thread("ada", thread_id="t")
+    texts = ["first", "second", "a poison pill", "fourth", "fifth"]
+    saved = memory.save_messages(
+        [
+            Message(
+                id=f"m{i}",
+                thread_id="t",
+                role="user",
+                content=text,
+                created_at=datetime(2024, 1, 1, 0, i, tzinfo=UTC),
+            )
+            for i, text in enumerate(texts)
+        ]
+    )
+    assert len(saved.not_indexed) == 5  # one batch, one embedder call: all failed
+    result = memory.reindex(batch_size=2)
+    assert (result.indexed, result.failed, result.failed_ids) == (4, 1, ["m2"])
+    assert "cannot take this text" in (result.error or "")
+    assert memory.reindex().failed_ids == ["m2"]  # still reported, never indexed as if fine
+
+
+@pytest.mark.parametrize("hostile", [{"$ne": "x"}, ["ada"], 1])
+def test_a_hostile_resource_id_never_reaches_a_filter(hostile: object) -> None:
+    """A dict as resource_id would become `{resource_id: {$ne: x}}`: every resource."""
+    memory = Memory("memory://", "memory://", "hash/64", RECALL)
+    conversation(memory)
+    memory.create_thread("eve", thread_id="eve-thread")
+    with pytest.raises(InvalidInputError, match="resource_id"):
+        memory.recall("eve-thread", resource_id=hostile, vector_search_string="Lisbon")  # type: ignore[arg-type]
+    semantic = memory.semantic
+    assert semantic is not None
+    with pytest.raises(InvalidInputError, match="resource_id"):
+        semantic.search("Lisbon", "eve-thread", hostile)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("query", ["lone \ud800", "x" * 100_001])
+def test_bad_queries_are_refused(query: str) -> None:
+    memory = Memory("memory://", "memory://", "hash/64", RECALL)
+    conversation(memory)
+    with pytest.raises(InvalidInputError, match="query"):
+        memory.recall("trip", vector_search_string=query)
+
+
 def test_semantic_recall_needs_an_embedder() -> None:
     with pytest.raises(InvalidInputError, match="needs an embedder"):
         Memory(InMemoryStorage(), InMemoryVectorStore(), None, RECALL)

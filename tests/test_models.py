@@ -39,10 +39,45 @@ def test_times_are_utc() -> None:
 
 
 def test_bad_messages_are_refused() -> None:
-    with pytest.raises(ValidationError):
+    """One of recallstack's errors, naming the model and field; never pydantic's."""
+    with pytest.raises(InvalidInputError, match=r"Message\.role"):
         Message(thread_id="t", role="robot", content="x")  # type: ignore[arg-type]
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidInputError, match=r"Message\.thread_id"):
         Message(thread_id="", role="user", content="x")
+
+
+@pytest.mark.parametrize(
+    ("fields", "where"),
+    [
+        ({"thread_id": {"$ne": "x"}}, "thread_id"),  # would become a filter operator
+        ({"thread_id": 7}, "thread_id"),
+        ({"resource_id": ["r"]}, "resource_id"),
+        ({"id": "x" * 513}, "id"),
+        ({"id": "a\x00b"}, "id"),
+        ({"content": "lone \ud800 surrogate"}, "content"),
+        ({"content": "a NUL \x00"}, "content"),
+        ({"metadata": {"when": datetime(2024, 1, 1)}}, "metadata"),
+        ({"metadata": {"raw": b"bytes"}}, "metadata"),
+        ({"metadata": {"tags": {"a", "b"}}}, "metadata"),
+        ({"metadata": {"x": float("nan")}}, "metadata"),
+        ({"metadata": {"x": "a\x00"}}, "metadata"),
+        ({"metadata": {1: "int key"}}, "metadata"),
+    ],
+)
+def test_hostile_message_fields_are_refused(fields: dict[str, object], where: str) -> None:
+    data: dict[str, object] = {"thread_id": "t", "role": "user", "content": "x", **fields}
+    with pytest.raises(InvalidInputError, match=rf"Message\.{where}"):
+        Message.model_validate(data)
+
+
+def test_metadata_depth_is_bounded() -> None:
+    deep: dict[str, object] = {}
+    node = deep
+    for _ in range(40):
+        node["n"] = {}
+        node = node["n"]  # type: ignore[assignment]
+    with pytest.raises(InvalidInputError, match="deeper than 32"):
+        Thread(id="t", resource_id="r", metadata=deep)
 
 
 def test_openai_round_trip() -> None:
@@ -117,19 +152,19 @@ def test_message_range_forms() -> None:
     ],
 )
 def test_bad_recall_config(kwargs: dict[str, object]) -> None:
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidInputError, match="SemanticRecallConfig"):
         SemanticRecallConfig(**kwargs)  # type: ignore[arg-type]
 
 
 def test_recall_filter_is_checked_up_front() -> None:
     with pytest.raises(
-        ValidationError, match=r"unknown operator \$bad \(at filter\.topic\.\$bad\)"
+        InvalidInputError, match=r"unknown operator \$bad \(at filter\.topic\.\$bad\)"
     ):
         SemanticRecallConfig(filter={"topic": {"$bad": 1}})
 
 
 def test_bad_history_config() -> None:
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidInputError, match="last_messages"):
         MemoryConfig(last_messages=-1)
     assert MemoryConfig(last_messages=False).last_messages is False
 

@@ -222,3 +222,14 @@ def test_jsonb_is_read_as_json_loads_reads_it(pg_url: str) -> None:
 def test_ef_search_stays_in_pgvectors_range(ef_search: object) -> None:
     with pytest.raises(InvalidInputError, match="ef_search"):
         PgVectorStore("postgresql://unused/db", ef_search=ef_search)  # type: ignore[arg-type]
+
+
+def test_a_newer_schema_is_refused_and_left_untouched(pg_url: str) -> None:
+    PgStorage(pg_url).close()
+    db = Database(pg_url, vector=False)
+    db.query("UPDATE recallstack_schema SET version = 99 WHERE component = 'storage'")
+    with pytest.raises(BackendError, match="version 99, written by a newer recallstack"):
+        PgStorage(pg_url)
+    rows = db.query("SELECT version FROM recallstack_schema WHERE component = 'storage'")
+    assert rows == [(99,)]
+    db.close()

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from recallstack.core.errors import BackendError, InvalidInputError
+from recallstack.core.errors import BackendError, InvalidInputError, refuse_newer
 
 Migration = Callable[["Database"], None]
 
@@ -185,6 +185,7 @@ class Database:
                 "SELECT version FROM recallstack_schema WHERE component = ?", (component,)
             )
             current = rows[0][0] if rows else 0
+            refuse_newer(component, current, len(migrations))
             for version, migration in enumerate(migrations, start=1):
                 if version > current:
                     migration(self)

@@ -320,13 +320,16 @@ class LibSQLStorage(Storage):
                     (thread_id,),
                 )
 
-    def _unindexed(self, index_name: str, limit: int) -> list[Message]:
+    def _unindexed(
+        self, index_name: str, limit: int, after: tuple[datetime, str] | None
+    ) -> list[Message]:
+        cursor = (-1, "") if after is None else (to_us(after[0]), after[1])
         rows = self.db.query(
             f"SELECT {MESSAGE_COLUMNS} FROM recallstack_messages m WHERE NOT EXISTS "
             "(SELECT 1 FROM recallstack_message_index x "
-            "WHERE x.index_name = ? AND x.message_id = m.id) "
+            "WHERE x.index_name = ? AND x.message_id = m.id) AND (created_at, id) > (?, ?) "
             "ORDER BY created_at, id LIMIT ?",
-            (index_name, limit),
+            (index_name, *cursor, limit),
         )
         return [_message(r) for r in rows]
 

@@ -105,7 +105,8 @@ class InMemoryStorage(Storage):
                     continue
                 neighbours = self._thread_messages(target.thread_id)
                 at = neighbours.index(target)
-                found += neighbours[max(0, at - inc.before) : at + inc.after + 1]
+                window = neighbours[max(0, at - inc.before) : at + inc.after + 1]
+                found += [m for m in window if resource_id in (None, m.resource_id)]
         return found
 
     def _delete_messages(self, ids: list[str]) -> None:
@@ -127,10 +128,15 @@ class InMemoryStorage(Storage):
                 for m in self._thread_messages(thread_id):
                     self._indexed.pop(m.id, None)
 
-    def _unindexed(self, index_name: str, limit: int) -> list[Message]:
+    def _unindexed(
+        self, index_name: str, limit: int, after: tuple[datetime, str] | None
+    ) -> list[Message]:
         with self._lock:
             missing = [
-                m for m in self._messages.values() if index_name not in self._indexed.get(m.id, ())
+                m
+                for m in self._messages.values()
+                if index_name not in self._indexed.get(m.id, ())
+                and (after is None or m.sort_key > after)
             ]
         return sorted(missing, key=lambda m: m.sort_key)[:limit]
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from recallstack.core.errors import BackendError
+from recallstack.core.errors import BackendError, refuse_newer
 
 if TYPE_CHECKING:
     from psycopg.abc import Buffer
@@ -131,6 +131,7 @@ class Database:
             cur.execute("SELECT version FROM recallstack_schema WHERE component = %s", (component,))
             row = cur.fetchone()
             current = row[0] if row else 0
+            refuse_newer(component, current, len(migrations))
             for version, migration in enumerate(migrations, start=1):
                 if version > current:
                     migration(cur)

@@ -245,7 +245,8 @@ class PgStorage(Storage):
         return [_message(r) for r in rows], total
 
     def _include_windows(self, include: list[Include], resource_id: str | None) -> list[Message]:
-        """All include windows in one statement: LATERAL cursor queries on the thread index."""
+        """All include windows in one statement: LATERAL cursor queries on the thread index,
+        every target and neighbour of the caller's resource when one is given."""
         m_columns = ", ".join(f"m.{c}" for c in COLUMNS.split(", "))
         rows = self.db.query(
             f"""
@@ -261,11 +262,13 @@ class PgStorage(Storage):
             SELECT b.* FROM targets x CROSS JOIN LATERAL (
                 SELECT {m_columns} FROM recallstack_messages m
                 WHERE m.thread_id = x.thread_id AND (m.created_at, m.id) < (x.created_at, x.id)
+                AND (%(resource)s::text IS NULL OR m.resource_id = %(resource)s)
                 ORDER BY m.created_at DESC, m.id DESC LIMIT x.before) b
             UNION
             SELECT a.* FROM targets x CROSS JOIN LATERAL (
                 SELECT {m_columns} FROM recallstack_messages m
                 WHERE m.thread_id = x.thread_id AND (m.created_at, m.id) > (x.created_at, x.id)
+                AND (%(resource)s::text IS NULL OR m.resource_id = %(resource)s)
                 ORDER BY m.created_at, m.id LIMIT x.after) a
             """,
             {
@@ -296,13 +299,17 @@ class PgStorage(Storage):
             (message_ids, thread_id),
         )
 
-    def _unindexed(self, index_name: str, limit: int) -> list[Message]:
+    def _unindexed(
+        self, index_name: str, limit: int, after: tuple[datetime, str] | None
+    ) -> list[Message]:
+        start, last_id = after if after is not None else (None, None)
         rows = self.db.query(
             f"SELECT {COLUMNS} FROM recallstack_messages m WHERE NOT EXISTS "
             "(SELECT 1 FROM recallstack_message_index x "
             "WHERE x.index_name = %s AND x.message_id = m.id) "
+            "AND (%s::timestamptz IS NULL OR (created_at, id) > (%s, %s)) "
             "ORDER BY created_at, id LIMIT %s",
-            (index_name, limit),
+            (index_name, start, start, last_id, limit),
         )
         return [_message(r) for r in rows]
 

@@ -220,3 +220,45 @@ def test_index_ledger(world: World) -> None:
     assert oldest == sorted(oldest, key=lambda m: m.sort_key)
     with pytest.raises(InvalidInputError):
         world.s.unindexed(index, limit=0)
+
+
+def test_a_thread_never_changes_owner(world: World) -> None:
+    with pytest.raises(InvalidInputError, match="another resource"):
+        world.s.save_thread(Thread(id=world.t3, resource_id=world.r1, title="mine now"))
+    thread = world.s.get_thread(world.t3)
+    assert thread is not None and (thread.resource_id, thread.title) == (world.r2, None)
+    assert world.names(world.s.list_messages(world.t3).items) == ["m20", "m21", "m22"]
+
+
+def test_another_resources_message_is_never_overwritten(world: World) -> None:
+    """Message ids are global: a batch naming another resource's message is refused
+    whole, and that message stays as it was."""
+    theirs = world.msg(20, world.t1)  # m20 is r2's, in t3; this would move it to r1
+    with pytest.raises(InvalidInputError, match="another resource"):
+        world.s.save_messages([world.msg(30, world.t1), theirs])
+    (kept,) = world.s.get_messages([world.m(20)])
+    assert (kept.thread_id, kept.resource_id) == (world.t3, world.r2)
+    assert world.s.get_messages([world.m(30)]) == []
+
+
+@pytest.mark.parametrize("hostile", [{"$ne": "x"}, ["r"], 7, None, "", "x" * 513, "a\x00"])
+def test_ids_must_be_strings(world: World, hostile: object) -> None:
+    """A dict as an id would become a filter operator: every id argument is checked
+    before the backend sees it."""
+    calls: list[Callable[[], object]] = [
+        lambda: world.s.list_threads(hostile),  # type: ignore[arg-type]
+        lambda: world.s.get_resource(hostile),  # type: ignore[arg-type]
+        lambda: world.s.get_messages([hostile]),  # type: ignore[list-item]
+        lambda: world.s.delete_messages([hostile]),  # type: ignore[list-item]
+        lambda: world.s.list_messages(world.t1, resource_id=hostile or 0),  # type: ignore[arg-type]
+    ]
+    if hostile is not None:
+        calls += [
+            lambda: world.s.get_thread(hostile),  # type: ignore[arg-type]
+            lambda: world.s.delete_thread(hostile),  # type: ignore[arg-type]
+        ]
+    for call in calls:
+        with pytest.raises(InvalidInputError):
+            call()
+    assert len(world.s.list_messages(world.t1).items) == 10
+    assert len(world.s.list_messages(world.t3).items) == 3

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -17,9 +18,50 @@ from recallstack.core.registry import Backend, registry
 DEFAULT_EMBEDDER = "local/all-MiniLM-L6-v2"
 
 
-@click.group()
-def main() -> None:
-    """Long-term conversational memory for AI agents."""
+EXIT_FAILURE = 1
+"""A runtime failure: a backend error, something that does not exist, messages not indexed."""
+EXIT_USAGE = 2
+"""Bad input: an unknown option, an invalid argument or input file (click's own code too)."""
+EXIT_BUG = 3
+"""An unexpected error: a bug in recallstack or a plugin; --debug shows the traceback."""
+DEBUG_ENV = "RECALLSTACK_DEBUG"
+
+
+class Commands(click.Group):
+    """Expected failures end in one line on stderr and a documented exit code; the
+    traceback only with --debug (or RECALLSTACK_DEBUG=1)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from recallstack.core.errors import InvalidInputError, RecallstackError
+
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except Exception as exc:
+            if ctx.params.get("debug") or os.environ.get(DEBUG_ENV):
+                raise
+            if isinstance(exc, InvalidInputError):
+                code, what = EXIT_USAGE, "error"
+            elif isinstance(exc, RecallstackError):
+                code, what = EXIT_FAILURE, "error"
+            else:
+                code, what = EXIT_BUG, f"unexpected {type(exc).__name__}"
+            hint = " (run with --debug for the traceback)" if code == EXIT_BUG else ""
+            message = " ".join(str(exc).split()) or type(exc).__name__
+            click.echo(f"recallstack: {what}: {message}{hint}", err=True)
+            ctx.exit(code)
+
+
+@click.group(cls=Commands)
+@click.option("--debug", is_flag=True, help="Show the traceback of a failure.")
+@click.version_option(package_name="recallstack")
+def main(debug: bool) -> None:
+    """Long-term conversational memory for AI agents.
+
+    Exit codes: 0 done, 1 a runtime failure (backend, not found, not indexed),
+    2 bad input or usage, 3 an unexpected error (a bug: --debug shows it).
+    """
 
 
 def memory_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -63,43 +105,56 @@ def demo(stores: tuple[str, str, str]) -> None:
 
 @main.command()
 @memory_options
-@click.argument("jsonl", type=click.File())
-def ingest(stores: tuple[str, str, str], jsonl: Any) -> None:
+@click.argument("jsonl", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+def ingest(stores: tuple[str, str, str], jsonl: str) -> None:
     """Save messages from a JSONL file (one message object per line).
 
     Each line needs thread_id, role and content; resource_id creates the thread
-    when it does not exist yet; id and created_at are optional.
+    when it does not exist yet; id, created_at and metadata are optional. The
+    whole file is checked first: if any line is invalid, nothing is written.
     """
     from recallstack.core.errors import InvalidInputError
     from recallstack.core.messages import Message
 
-    memory = open_memory(stores)
-    messages = []
-    for number, line in enumerate(jsonl, start=1):
-        if not line.strip():
+    raw = sys.stdin.buffer.read() if jsonl == "-" else open(jsonl, "rb").read()  # noqa: SIM115
+    messages: list[Message] = []
+    for number, line in enumerate(raw.splitlines(), start=1):
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidInputError(f"line {number}: not UTF-8 ({exc.reason})") from exc
+        if not text.strip():
             continue
         try:
-            data = json.loads(line)
-            message = Message.model_validate(data)
-        except (json.JSONDecodeError, ValueError) as exc:
-            raise click.ClickException(f"line {number}: {exc}") from exc
-        if memory.get_thread(message.thread_id) is None:
-            if not message.resource_id:
-                raise click.ClickException(
-                    f"line {number}: thread {message.thread_id!r} does not exist; give resource_id"
-                )
-            memory.create_thread(message.resource_id, thread_id=message.thread_id)
-        messages.append(message)
-    try:
-        result = memory.save_messages(messages)
-    except InvalidInputError as exc:
-        raise click.ClickException(str(exc)) from exc
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InvalidInputError(f"line {number}: not JSON ({exc.msg})") from exc
+        if not isinstance(data, dict):
+            raise InvalidInputError(f"line {number}: expected a JSON object")
+        try:
+            messages.append(Message.model_validate(data))
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"line {number}: {exc}") from exc
+    memory = open_memory(stores)
+    missing: dict[str, str] = {}
+    for number, message in enumerate(messages, start=1):
+        if message.thread_id in missing or memory.get_thread(message.thread_id) is not None:
+            continue
+        if not message.resource_id:
+            raise InvalidInputError(
+                f"message {number}: thread {message.thread_id!r} does not exist; give resource_id"
+            )
+        missing[message.thread_id] = message.resource_id
+    for thread_id, resource_id in missing.items():
+        memory.create_thread(resource_id, thread_id=thread_id)
+    result = memory.save_messages(messages)
     click.echo(f"saved {len(result.messages)} messages, indexed {len(result.indexed)}")
     if result.not_indexed:
         click.echo(
-            f"not indexed: {len(result.not_indexed)} ({result.error}); run `recallstack reindex`"
+            f"not indexed: {len(result.not_indexed)} ({result.error}); run `recallstack reindex`",
+            err=True,
         )
-        sys.exit(1)
+        sys.exit(EXIT_FAILURE)
 
 
 @main.command()
@@ -120,7 +175,11 @@ def recall(
     as_json: bool,
 ) -> None:
     """Recall messages similar to a query, from a thread or from all of its resource's threads."""
+    from recallstack.core.errors import NotFoundError
+
     memory = open_memory(stores, {"semantic_recall": {"top_k": top_k, "scope": scope}})
+    if memory.get_thread(thread_id) is None:
+        raise NotFoundError(f"thread {thread_id!r} does not exist")
     result = memory.recall(
         thread_id, resource_id=resource_id, vector_search_string=query, per_page=0
     )
@@ -164,7 +223,11 @@ def reindex(stores: tuple[str, str, str]) -> None:
     result = memory.reindex()
     click.echo(f"indexed {result.indexed} messages")
     if result.failed:
-        raise click.ClickException(f"{result.failed} messages failed: {result.error}")
+        shown = ", ".join(result.failed_ids[:5])
+        click.echo(
+            f"recallstack: error: {result.failed} failed ({shown}): {result.error}", err=True
+        )
+        sys.exit(EXIT_FAILURE)
 
 
 def _describe(backend: Backend) -> dict[str, Any]:
