@@ -20,6 +20,7 @@ GROUPS: dict[str, str] = {
     "test_storage": "8. Storage",
     "test_concurrency": "9. Concurrency",
     "test_scale": "10. Scale",
+    "test_tenant_isolation": "11. Tenant isolation",
 }
 
 Status = Literal["pass", "fail"]

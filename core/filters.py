@@ -66,18 +66,38 @@ class Logical:
 Node = Condition | Not | Logical
 
 
+MAX_FILTER_DEPTH = 32
+"""Nesting of logical operators and `$not` in one filter."""
+MAX_FILTER_CONDITIONS = 1_000
+"""Conditions in one filter (a list of `$in` values is one condition: see Capabilities)."""
+
+
 def parse_filter(document: Mapping[str, Any] | None) -> Node | None:
-    """Validate a filter document; `None` or `{}` means "match everything"."""
+    """Validate a filter document; `None` or `{}` means "match everything".
+
+    A filter is bounded (`MAX_FILTER_DEPTH`, `MAX_FILTER_CONDITIONS`) so that no
+    caller can make one query cost without limit.
+    """
     if document is None:
         return None
     if not isinstance(document, Mapping):
         raise FilterError(f"a filter must be an object, got {type(document).__name__}")
     if not document:
         return None
-    return simplify(_parse_document(document, "filter"))
+    node = _parse_document(document, "filter", 0)
+    if sum(1 for n in walk(node) if isinstance(n, Condition)) > MAX_FILTER_CONDITIONS:
+        raise FilterError(f"a filter may hold at most {MAX_FILTER_CONDITIONS:,} conditions")
+    return simplify(node)
 
 
-def _parse_document(document: Any, where: str) -> Node:
+def _deeper(depth: int, where: str) -> int:
+    if depth >= MAX_FILTER_DEPTH:
+        raise FilterError(f"nested deeper than {MAX_FILTER_DEPTH} levels", where)
+    return depth + 1
+
+
+def _parse_document(document: Any, where: str, depth: int) -> Node:
+    depth = _deeper(depth, where)
     if not isinstance(document, Mapping):
         raise FilterError(f"expected a filter object, got {type(document).__name__}", where)
     if not document:
@@ -90,7 +110,7 @@ def _parse_document(document: Any, where: str) -> Node:
         if key in LOGICAL_OPERATORS:
             if not isinstance(value, list | tuple) or not value:
                 raise FilterError(f"{key} takes a non-empty list of filter objects", here)
-            children = [_parse_document(d, f"{here}[{i}]") for i, d in enumerate(value)]
+            children = [_parse_document(d, f"{here}[{i}]", depth) for i, d in enumerate(value)]
             nodes.append(Logical(key, tuple(children)))
         elif key in FIELD_OPERATORS:
             raise FilterError(
@@ -99,7 +119,7 @@ def _parse_document(document: Any, where: str) -> Node:
         elif key.startswith("$"):
             raise FilterError(f"unknown operator {key}", here)
         else:
-            nodes.append(_parse_field(_parse_path(key, here), value, here))
+            nodes.append(_parse_field(_parse_path(key, here), value, here, depth))
     return nodes[0] if len(nodes) == 1 else Logical("$and", tuple(nodes))
 
 
@@ -119,16 +139,18 @@ def _is_operator_document(value: Any) -> bool:
     )
 
 
-def _parse_field(path: tuple[str, ...], value: Any, where: str) -> Node:
+def _parse_field(path: tuple[str, ...], value: Any, where: str, depth: int) -> Node:
     if not _is_operator_document(value):
         return Condition(path, "$eq", _scalar(value, "$eq", where))
     if not all(isinstance(k, str) and k.startswith("$") for k in value):
         raise FilterError("an operator object may not mix operators and field names", where)
-    nodes = [_parse_operator(path, op, operand, f"{where}.{op}") for op, operand in value.items()]
+    nodes = [
+        _parse_operator(path, op, operand, f"{where}.{op}", depth) for op, operand in value.items()
+    ]
     return nodes[0] if len(nodes) == 1 else Logical("$and", tuple(nodes))
 
 
-def _parse_operator(path: tuple[str, ...], op: str, operand: Any, where: str) -> Node:
+def _parse_operator(path: tuple[str, ...], op: str, operand: Any, where: str, depth: int) -> Node:
     if op in COMPARISON_OPERATORS:
         scalar = _scalar(operand, op, where)
         if op in RANGE_OPERATORS and (scalar is None or isinstance(scalar, bool)):
@@ -146,7 +168,7 @@ def _parse_operator(path: tuple[str, ...], op: str, operand: Any, where: str) ->
     if op == "$not":
         if not _is_operator_document(operand):
             raise FilterError("$not takes an operator object such as {$gt: 5}", where)
-        return Not(path, _parse_field(path, operand, where))
+        return Not(path, _parse_field(path, operand, where, _deeper(depth, where)))
     if op in LOGICAL_OPERATORS:
         raise FilterError(f"{op} belongs at document level, not inside a field", where)
     raise FilterError(f"unknown operator {op}", where)

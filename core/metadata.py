@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from recallstack.core.errors import InvalidInputError
-from recallstack.core.inputs import check_text
+from recallstack.core.inputs import MAX_DEPTH, check_text
 
 Scalar = str | int | float | bool | None
 Metadata = dict[str, Any]
@@ -59,10 +59,14 @@ def check_key(key: Any, where: str) -> str:
     return check_text(key, f"{where}: key {key[:40]!r}")
 
 
-def normalize_metadata(metadata: Mapping[str, Any] | None, where: str = "metadata") -> Metadata:
+def normalize_metadata(
+    metadata: Mapping[str, Any] | None, where: str = "metadata", depth: int = 0
+) -> Metadata:
     """Validate a metadata document and return a plain, normalised copy."""
     if metadata is None:
         return {}
+    if depth >= MAX_DEPTH:
+        raise InvalidInputError(f"{where}: nested deeper than {MAX_DEPTH} levels")
     if not isinstance(metadata, Mapping):
         raise InvalidInputError(f"{where}: expected an object, got {type(metadata).__name__}")
     result: Metadata = {}
@@ -77,7 +81,7 @@ def normalize_metadata(metadata: Mapping[str, Any] | None, where: str = "metadat
             continue
         here = f"{where}.{key}"
         if isinstance(value, Mapping):
-            result[key] = normalize_metadata(value, here)
+            result[key] = normalize_metadata(value, here, depth + 1)
         elif isinstance(value, list | tuple):
             result[key] = [normalize_scalar(item, f"{here}[{i}]") for i, item in enumerate(value)]
         else:

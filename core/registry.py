@@ -20,6 +20,7 @@ from recallstack.core.errors import (
     UnknownBackendError,
 )
 from recallstack.core.storage import Storage
+from recallstack.core.urls import redact
 from recallstack.core.vector_store import VectorStore
 
 Kind = Literal["vector", "storage", "embedder"]
@@ -97,7 +98,7 @@ class Registry:
                 return backend
         known = sorted(s for b in table.values() for s in b.schemes)
         raise UnknownBackendError(
-            f"no {kind} backend answers {spec!r}; known: {', '.join(known) or 'none'}"
+            f"no {kind} backend answers {redact(spec)!r}; known: {', '.join(known) or 'none'}"
         )
 
     def create(self, kind: Kind, spec: str, **options: Any) -> Any:

@@ -73,10 +73,37 @@ def test_scores_from_chroma_distances() -> None:
     assert math.isfinite(score_of(-1e-9, "euclidean"))
 
 
-@pytest.mark.parametrize("url", ["chroma:///", "chroma://x", "chroma+https://x"])
-def test_bad_urls(url: str) -> None:
-    with pytest.raises(InvalidInputError):
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("chroma:///", "write chroma"),
+        ("chroma://x", "write chroma"),
+        ("chroma+http://x:99999", "the port"),
+        ("chroma+http://[::1:8000", "the host"),
+        ("chroma+https://", "names no host"),
+    ],
+)
+def test_bad_urls(url: str, says: str) -> None:
+    with pytest.raises(InvalidInputError, match=says):
         connect(url)
+
+
+def test_an_unreachable_server_is_a_backend_error() -> None:
+    with pytest.raises(
+        BackendError, match=r"cannot reach chroma\+https://127\.0\.0\.1:1"
+    ) as raised:
+        connect("chroma+https://127.0.0.1:1?token=t0ken")
+    assert "t0ken" not in str(raised.value)
+
+
+def test_a_server_on_an_ipv6_host(tmp_path: Path) -> None:
+    """`chroma+http://[::1]:port`, parsed by urllib, reaches a real `chroma run`."""
+    with server(host="::1") as url:
+        assert url.startswith("chroma+http://[::1]:")
+        store = registry().vector_store(url)
+        store.create_index("six", 2)
+        store.upsert("six", ["a"], [[1, 0]])
+        assert [r.id for r in store.query("six", [1, 0], 1)] == ["a"]
 
 
 def test_rewriting_a_record_drops_its_old_keys(tmp_path: Path) -> None:

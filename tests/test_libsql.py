@@ -302,3 +302,13 @@ def test_a_save_neither_reloads_nor_copies_what_other_stores_hold(tmp_path: Path
     assert before.size == 50 and after.size == 55  # the old snapshot still sees its rows
     writer.close()
     reader.close()
+
+
+def test_remote_urls_are_parsed_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert parse_url("libsql://[::1]:8080?authToken=t1") == Location(
+        "", "libsql://[::1]:8080", "t1"
+    )
+    monkeypatch.setenv("TURSO_AUTH_TOKEN", "t2")
+    assert parse_url("libsql://db.turso.io") == Location("", "libsql://db.turso.io", "t2")
+    with pytest.raises(InvalidInputError, match="the port"):
+        parse_url("libsql://db.turso.io:http")

@@ -14,7 +14,7 @@ import pytest
 from recallstack.adapters.memory.vector import InMemoryVectorStore
 from recallstack.core import hookspecs
 from recallstack.core.errors import InvalidInputError, MissingDependencyError, UnknownBackendError
-from recallstack.core.registry import build_registry, plugin_manager
+from recallstack.core.registry import build_registry, plugin_manager, registry
 
 
 def test_builtins_come_through_entry_points() -> None:
@@ -116,3 +116,46 @@ def test_import_needs_no_backend_library() -> None:
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+SECRET = "s3cr3t-Pa55"
+
+
+@pytest.mark.parametrize(
+    ("kind", "url"),
+    [
+        ("storage", f"mongodb://ada:{SECRET}@db.example/app"),  # no plugin answers it
+        ("vector", f"qdrant+edge://ada:{SECRET}@host/x"),
+        ("vector", f"chroma+grpc://host:1?token={SECRET}"),
+        ("storage", f"libsql://my-db.turso.io?authToken={SECRET}"),  # no replica given
+        ("vector", f"postgresql://ada:{SECRET}@127.0.0.1:1/db?connect_timeout=1"),
+    ],
+)
+def test_a_secret_never_reaches_an_error_a_log_or_the_cli(
+    kind: str, url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from click.testing import CliRunner
+
+    from recallstack.cli import main
+    from recallstack.core.errors import RecallstackError
+
+    with caplog.at_level("DEBUG"), pytest.raises(RecallstackError) as raised:
+        registry().create(kind, url)
+    assert SECRET not in str(raised.value) and SECRET not in repr(raised.value)
+    assert SECRET not in caplog.text
+    option = "--storage" if kind == "storage" else "--vector"
+    args = ["threads", option, url, "--embedder", "hash/8", "--resource", "r"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code in (1, 2) and SECRET not in result.output
+
+
+def test_redact_hides_passwords_and_secret_parameters() -> None:
+    from recallstack.core.urls import redact
+
+    assert redact("postgresql://ada:pw@h:5/db?sslmode=require&password=x") == (
+        "postgresql://ada:***@h:5/db?sslmode=require&password=***"
+    )
+    assert (
+        redact("qdrant+https://[::1]:6333/?api_key=k") == "qdrant+https://[::1]:6333/?api_key=***"
+    )
+    assert redact("libsql:///local.db") == "libsql:///local.db"

@@ -216,3 +216,31 @@ def test_engine_errors_are_backend_errors(tmp_path: Path) -> None:
     with pytest.raises(BackendError, match=r"^qdrant: .*already accessed"):
         registry().vector_store(local)
     first.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "rest", "key"),
+    [
+        ("qdrant://localhost:6333", "http://localhost:6333", None),
+        ("qdrant+https://xyz.cloud.qdrant.io?api_key=k1", "https://xyz.cloud.qdrant.io:6333", "k1"),
+        ("qdrant+https://[::1]:7000/", "https://[::1]:7000", "from-env"),
+        ("qdrant+http://[::1]", "http://[::1]:6333", "from-env"),
+    ],
+)
+def test_server_urls_are_parsed_whole(
+    url: str, rest: str, key: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TLS, IPv6 hosts, query parameters, and the key from the URL or $QDRANT_API_KEY."""
+    if key == "from-env":
+        monkeypatch.setenv("QDRANT_API_KEY", "from-env")
+    client = connect(url)  # builds the client; nothing is sent yet
+    assert (client._client.rest_uri, client._client._api_key) == (rest, key)
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [("qdrant://host:99999", "the port"), ("qdrant://[::1", "the host"), ("qdrant://", "no host")],
+)
+def test_malformed_server_urls_say_which_part(url: str, says: str) -> None:
+    with pytest.raises(InvalidInputError, match=says):
+        connect(url)

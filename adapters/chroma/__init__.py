@@ -46,7 +46,7 @@ def register_vector_stores(register: Callable[[Backend], None]) -> None:
         Backend(
             kind="vector",
             name="chroma",
-            schemes=("chroma", "chroma+http"),
+            schemes=("chroma", "chroma+http", "chroma+https"),
             factory=_store,
             capabilities=CAPABILITIES,
             extra="chroma",
@@ -63,15 +63,17 @@ def _folder() -> Iterator[str]:
 
 
 @contextmanager
-def server() -> Iterator[str]:
+def server(host: str = "127.0.0.1") -> Iterator[str]:
     """A real `chroma run` server on a free loopback port, stopped afterwards."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as probe:
+        probe.bind((host, 0))
         port = probe.getsockname()[1]
+    address = f"[{host}]" if ":" in host else host
     chroma = shutil.which("chroma") or str(Path(sys.executable).with_name("chroma"))
     with tempfile.TemporaryDirectory(prefix="recallstack-chroma-server-") as tmp:
         process = subprocess.Popen(
-            [chroma, "run", "--path", tmp, "--host", "127.0.0.1", "--port", str(port)],
+            [chroma, "run", "--path", tmp, "--host", host, "--port", str(port)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -79,13 +81,13 @@ def server() -> Iterator[str]:
             deadline = time.monotonic() + 60
             while True:
                 try:
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1)
+                    urllib.request.urlopen(f"http://{address}:{port}/api/v2/heartbeat", timeout=1)
                     break
                 except OSError:
                     if process.poll() is not None or time.monotonic() > deadline:
                         raise RuntimeError("chroma run did not start") from None
                     time.sleep(0.2)
-            yield f"chroma+http://127.0.0.1:{port}"
+            yield f"chroma+http://{address}:{port}"
         finally:
             process.terminate()
             process.wait(timeout=30)

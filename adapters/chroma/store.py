@@ -20,11 +20,12 @@ import numpy as np
 from recallstack.adapters.chroma import CAPABILITIES
 from recallstack.adapters.chroma.filters import compile_filter
 from recallstack.adapters.chroma.metadata import decode, encode
-from recallstack.core.errors import IndexNotFoundError, InvalidInputError
+from recallstack.core.errors import BackendError, IndexNotFoundError, InvalidInputError
 from recallstack.core.filters import Node
 from recallstack.core.metadata import Metadata
 from recallstack.core.scores import Matrix, best, past_ties, ranked, score
 from recallstack.core.table_names import table_name
+from recallstack.core.urls import endpoint, redact, scrub
 from recallstack.core.vector_store import VectorBatch, VectorStore, wraps_driver_errors
 from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult, trusted_hit
 
@@ -32,17 +33,36 @@ SPACES: dict[Metric, str] = {"cosine": "cosine", "euclidean": "l2", "dotproduct"
 
 
 def connect(url: str) -> Any:
+    """A client for a folder, memory, or a server: `chroma+http://host:port` or
+    `chroma+https://host:port` (Chroma Cloud), with `?tenant=`/`?database=` and the
+    token from `?token=` or $CHROMA_API_KEY."""
     import chromadb
+    from chromadb.config import DEFAULT_DATABASE, DEFAULT_TENANT
 
     if url == "chroma://:memory:":
         return chromadb.EphemeralClient()
     if url.startswith("chroma:///") and len(url) > len("chroma:///"):
         return chromadb.PersistentClient(path=url[len("chroma:///") :])
-    if url.startswith("chroma+http://"):
-        host, _, port = url[len("chroma+http://") :].rstrip("/").partition(":")
-        return chromadb.HttpClient(host=host, port=int(port or 8000))
+    if url.startswith(("chroma+http://", "chroma+https://")):
+        server = endpoint(url)
+        tls = server.scheme == "chroma+https"
+        token = server.secret("token", "CHROMA_API_KEY")
+        try:  # the client calls the server at once
+            return chromadb.HttpClient(
+                host=server.host,
+                port=server.port or (443 if tls else 8000),
+                ssl=tls,
+                headers={"x-chroma-token": token} if token else None,
+                tenant=server.params.get("tenant", DEFAULT_TENANT),
+                database=server.params.get("database", DEFAULT_DATABASE),
+            )
+        except Exception as exc:
+            raise BackendError(
+                f"chroma: cannot reach {redact(url)}: {scrub(str(exc), url)}"
+            ) from exc
     raise InvalidInputError(
-        f"{url!r}: write chroma:///folder, chroma://:memory: or chroma+http://host:port"
+        f"{redact(url)!r}: write chroma:///folder, chroma://:memory:, "
+        "chroma+http://host:port or chroma+https://host:port"
     )
 
 

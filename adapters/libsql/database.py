@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from recallstack.core.errors import BackendError, InvalidInputError, refuse_newer
+from recallstack.core.urls import endpoint, redact, scrub
 
 Migration = Callable[["Database"], None]
 
@@ -20,23 +21,29 @@ class Location:
 
     path: str
     remote: str | None = None
+    token: str | None = None
+    """A remote primary's auth token: `?authToken=` or $TURSO_AUTH_TOKEN."""
 
 
 def parse_url(url: str) -> Location:
-    """`libsql:///rel.db`, `libsql:////abs.db`, `libsql://:memory:`, `libsql://host`."""
+    """`libsql:///rel.db`, `libsql:////abs.db`, `libsql://:memory:`, and a remote primary
+    `libsql://host[:port][?authToken=...]` (Turso, sqld)."""
     if not url.startswith("libsql://"):
-        raise InvalidInputError(f"not a libsql URL: {url!r}")
+        raise InvalidInputError(f"not a libsql URL: {redact(url)!r}")
     rest = url[len("libsql://") :]
     if rest == ":memory:":
         return Location(":memory:")
     if rest.startswith("/"):
         path = rest[1:]
         if not path:
-            raise InvalidInputError(f"{url!r} names no database file")
+            raise InvalidInputError(f"{redact(url)!r} names no database file")
         return Location(path)
     if not rest:
-        raise InvalidInputError(f"{url!r} names no database")
-    return Location(path="", remote=f"libsql://{rest}")
+        raise InvalidInputError(f"{redact(url)!r} names no database")
+    server = endpoint(url)
+    port = "" if server.port is None else f":{server.port}"
+    token = server.secret("authToken", "TURSO_AUTH_TOKEN")
+    return Location(path="", remote=f"libsql://{server.host}{port}", token=token)
 
 
 class _Connection:
@@ -75,7 +82,7 @@ class Database:
         self.location = parse_url(url)
         if self.location.remote is not None and replica is None:
             raise InvalidInputError(
-                f"{url}: a remote database needs replica='local-file.db' "
+                f"{redact(url)}: a remote database needs replica='local-file.db' "
                 "(an embedded replica that syncs with the primary)"
             )
         key = (
@@ -107,15 +114,16 @@ class Database:
                     Path(self.location.path).parent.mkdir(parents=True, exist_ok=True)
                 conn = libsql.connect(self.location.path)
             else:
-                conn = libsql.connect(
-                    replica, sync_url=self.location.remote, auth_token=auth_token or ""
-                )
+                token = auth_token or self.location.token or ""
+                conn = libsql.connect(replica, sync_url=self.location.remote, auth_token=token)
                 conn.sync()
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             if self.location.path not in ("", ":memory:"):
                 conn.execute("PRAGMA journal_mode = WAL")
         except Exception as exc:
-            raise BackendError(f"libsql: cannot open {url}: {exc}") from exc
+            raise BackendError(
+                f"libsql: cannot open {redact(url)}: {scrub(str(exc), url)}"
+            ) from exc
         return conn
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from recallstack.core.errors import BackendError, refuse_newer
+from recallstack.core.urls import scrub
 
 if TYPE_CHECKING:
     from psycopg.abc import Buffer
@@ -160,8 +161,8 @@ def _ensure_extension(url: str) -> None:
     except psycopg.Error as exc:
         raise BackendError(
             "postgres: the pgvector extension is not installed and could not be created "
-            f"({exc}); install pgvector on the server or ask an administrator to run "
-            "CREATE EXTENSION vector"
+            f"({scrub(str(exc), url)}); install pgvector on the server or ask an "
+            "administrator to run CREATE EXTENSION vector"
         ) from exc
 
 

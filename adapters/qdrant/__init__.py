@@ -57,7 +57,7 @@ def register_vector_stores(register: Callable[[Backend], None]) -> None:
         Backend(
             kind="vector",
             name="qdrant",
-            schemes=("qdrant", "qdrant+local"),
+            schemes=("qdrant", "qdrant+http", "qdrant+https", "qdrant+local"),
             factory=_client,
             capabilities=CAPABILITIES,
             extra="qdrant",

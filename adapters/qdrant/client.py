@@ -18,22 +18,34 @@ from recallstack.adapters.qdrant.payload import point_id
 from recallstack.adapters.qdrant.store import INDEXED_FIELDS
 from recallstack.core.errors import IndexNotFoundError, InvalidInputError
 from recallstack.core.table_names import table_name
+from recallstack.core.urls import endpoint, redact
 from recallstack.core.vectors import IndexConfig, Metric
 
 CATALOG = "recallstack_catalog"
 
 
 def connect(url: str, **options: Any) -> Any:
+    """A client for `qdrant://host:port` (plain HTTP), `qdrant+https://host:port`, or
+    qdrant-client's local mode; the API key from `?api_key=`, `api_key=` or
+    $QDRANT_API_KEY (Qdrant Cloud's)."""
     from qdrant_client import QdrantClient
 
     if url == "qdrant+local://:memory:":
         return QdrantClient(":memory:")
     if url.startswith("qdrant+local:///") and len(url) > len("qdrant+local:///"):
         return QdrantClient(path=url[len("qdrant+local:///") :])
-    if url.startswith("qdrant://"):
-        return QdrantClient(url="http://" + url[len("qdrant://") :], **options)
+    if url.startswith(("qdrant://", "qdrant+http://", "qdrant+https://")):
+        server = endpoint(url)
+        scheme = "https" if server.scheme == "qdrant+https" else "http"
+        api_key = options.pop("api_key", None) or server.secret("api_key", "QDRANT_API_KEY")
+        return QdrantClient(
+            url=f"{scheme}://{server.host}:{server.port or 6333}{server.path.rstrip('/')}",
+            api_key=api_key,
+            **options,
+        )
     raise InvalidInputError(
-        f"{url!r}: write qdrant://host:port, qdrant+local:///folder or qdrant+local://:memory:"
+        f"{redact(url)!r}: write qdrant://host:port, qdrant+https://host:port, "
+        "qdrant+local:///folder or qdrant+local://:memory:"
     )
 
 

@@ -32,13 +32,14 @@ from recallstack.adapters.qdrant.filters import Dialect
 from recallstack.adapters.qdrant.store import INDEXED_FIELDS
 from recallstack.core.errors import IndexNotFoundError, InvalidInputError, is_positive_int
 from recallstack.core.table_names import table_name
+from recallstack.core.urls import redact
 from recallstack.core.vectors import IndexConfig, Metric
 
 
 def folder_of(url: str) -> Path:
     prefix = "qdrant+edge:///"
     if not url.startswith(prefix) or len(url) == len(prefix):
-        raise InvalidInputError(f"{url!r}: write qdrant+edge:///path/to/folder")
+        raise InvalidInputError(f"{redact(url)!r}: write qdrant+edge:///path/to/folder")
     return Path(url[len(prefix) :])
 
 
