@@ -73,7 +73,16 @@ def _conformance(name: str, extra: str | None) -> None:
         extras = ",".join(e for e in ("conformance", extra) if e)
         session.install(f".[{extras}]")
         report = REPORTS / f"conformance-{name}.json"
-        session.run("recallstack", "conformance", "--backend", name, "--report", str(report))
+        session.run(
+            "recallstack",
+            "conformance",
+            "--backend",
+            name,
+            "--report",
+            str(report),
+            "--",
+            "--hypothesis-show-statistics",  # how many cases the property tests tried
+        )
 
 
 for _name, _extra in BACKENDS.items():

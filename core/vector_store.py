@@ -147,7 +147,11 @@ class VectorStore(ABC):
                 f"top_k {top_k} is above the {self.backend} backend's largest, "
                 f"{self.capabilities.max_top_k}"
             )
-        if min_score is not None and not math.isfinite(min_score):
+        if min_score is not None and (
+            isinstance(min_score, bool)
+            or not isinstance(min_score, int | float)
+            or not math.isfinite(min_score)
+        ):
             raise InvalidInputError(f"min_score must be a finite number, got {min_score!r}")
         node = self._filter(filter)
         dimension, metric = self._require(name)

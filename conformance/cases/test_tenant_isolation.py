@@ -154,7 +154,7 @@ def _check(memory: Memory, steps: list[tuple[str, Any, Any]]) -> None:
 
 
 PROPERTY = settings(
-    max_examples=15,
+    max_examples=25,
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
