@@ -100,6 +100,7 @@ def test_a_newer_schema_is_refused_and_left_untouched(tmp_path: Path) -> None:
     db.query("UPDATE recallstack_schema SET version = 99 WHERE component = 'storage'")
     with pytest.raises(BackendError, match="version 99, written by a newer recallstack"):
         LibSQLStorage(url)
+    assert db._shared.users == 1  # the refused store closed its share of the connection
     assert db.query("SELECT version FROM recallstack_schema WHERE component = 'storage'") == [(99,)]
     db.close()
 

@@ -490,6 +490,30 @@ def test_bad_queries_are_refused(query: str) -> None:
         memory.recall("trip", vector_search_string=query)
 
 
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ({"semantic_recall": {"top_k": "many"}}, "top_k"),
+        ({"semantic_recall": {"scope": "world"}}, "scope"),
+        ({"last_messages": -1}, "last_messages"),
+        ({"semantic_recal": True}, "semantic_recal"),
+    ],
+)
+def test_bad_options_name_the_option(options: dict[str, Any], says: str) -> None:
+    with pytest.raises(InvalidInputError, match=says):
+        Memory("memory://", "memory://", "hash/8", options)
+
+
+def test_a_filter_too_large_for_any_backend_is_refused_at_once() -> None:
+    from recallstack.core.errors import UnsupportedFilterError
+
+    memory = Memory("memory://", "memory://", "hash/8", RECALL)
+    conversation(memory)
+    config = {"semantic_recall": {"filter": {"topic": {"$in": list(range(100_000))}}}}
+    with pytest.raises(UnsupportedFilterError, match="more than 10,000 values"):
+        memory.recall("trip", vector_search_string="Lisbon", thread_config=config)
+
+
 def test_semantic_recall_needs_an_embedder() -> None:
     with pytest.raises(InvalidInputError, match="needs an embedder"):
         Memory(InMemoryStorage(), InMemoryVectorStore(), None, RECALL)

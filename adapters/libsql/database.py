@@ -182,8 +182,17 @@ class Database:
         """Bring `component`'s schema to the newest version; returns that version.
 
         Versions are kept in `recallstack_schema`; migration k (from 1) runs
-        once, in a transaction, when the stored version is below k.
+        once, in a transaction, when the stored version is below k. When it
+        fails (a schema newer than this code, say) the connection is closed:
+        the store that opened it is not built.
         """
+        try:
+            return self._migrate(component, migrations)
+        except BaseException:
+            self.close()
+            raise
+
+    def _migrate(self, component: str, migrations: Sequence[Migration]) -> int:
         with self.transaction():
             self.query(
                 "CREATE TABLE IF NOT EXISTS recallstack_schema "

@@ -122,7 +122,16 @@ class Database:
             raise BackendError(f"postgres: {exc}") from exc
 
     def migrate(self, component: str, migrations: Sequence[Migration]) -> None:
-        """Run the migrations `component` has not had yet, under an advisory lock."""
+        """Run the migrations `component` has not had yet, under an advisory lock. When
+        it fails (a schema newer than this code, say) the pool is closed: the store
+        that opened it is not built."""
+        try:
+            self._migrate(component, migrations)
+        except BaseException:
+            self.close()
+            raise
+
+    def _migrate(self, component: str, migrations: Sequence[Migration]) -> None:
         with self.cursor(transaction=True) as cur:
             cur.execute("SELECT pg_advisory_xact_lock(hashtext('recallstack_schema'))")
             cur.execute(
