@@ -115,7 +115,7 @@ def audit(mem: Memory, journal: set[str]) -> tuple[int, int, int, int]:
         for batch in batched(messages, 1_000):
             expected: dict[str, dict[str, Any]] = {}
             for m in batch:
-                chunks = semantic._chunks(m)
+                chunks = semantic.chunks_of(m)
                 for k in range(len(chunks)):
                     expected[chunk_id(m.id, k, len(chunks))] = {
                         **thread.metadata,

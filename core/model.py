@@ -7,6 +7,8 @@ never a raw `pydantic.ValidationError` (kept as the cause).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Self
 
 from pydantic import BaseModel, ValidationError
@@ -28,25 +30,28 @@ def describe(error: ValidationError, model: str) -> str:
     return "; ".join(parts)
 
 
+@contextmanager
+def input_errors(model: str) -> Iterator[None]:
+    """Turn pydantic's validation error into an `InvalidInputError` (kept as its cause)."""
+    try:
+        yield
+    except ValidationError as exc:
+        raise InvalidInputError(describe(exc, model)) from exc
+
+
 class Model(BaseModel):
     """A pydantic model that raises `InvalidInputError` for invalid input."""
 
     def __init__(self, /, **data: Any) -> None:
-        try:
+        with input_errors(type(self).__name__):
             super().__init__(**data)
-        except ValidationError as exc:
-            raise InvalidInputError(describe(exc, type(self).__name__)) from exc
 
     @classmethod
     def model_validate(cls, obj: Any, **options: Any) -> Self:
-        try:
+        with input_errors(cls.__name__):
             return super().model_validate(obj, **options)
-        except ValidationError as exc:
-            raise InvalidInputError(describe(exc, cls.__name__)) from exc
 
     @classmethod
     def model_validate_json(cls, json_data: Any, **options: Any) -> Self:
-        try:
+        with input_errors(cls.__name__):
             return super().model_validate_json(json_data, **options)
-        except ValidationError as exc:
-            raise InvalidInputError(describe(exc, cls.__name__)) from exc

@@ -165,7 +165,7 @@ class SemanticRecall:
         metadata: list[dict[str, Any]] = []
         counts: dict[str, int] = {}
         for m in messages:
-            chunks = self._chunks(m)
+            chunks = self.chunks_of(m)
             counts[m.id] = len(chunks)
             if not chunks:
                 continue
@@ -195,7 +195,7 @@ class SemanticRecall:
         new = set(new)
         self._delete_stale(name, {m: n for m, n in counts.items() if m not in new})
 
-    def _chunks(self, message: Message) -> list[str]:
+    def chunks_of(self, message: Message) -> list[str]:
         """What is embedded of a message: its text's chunks; none of a system message."""
         return [] if message.role == "system" else chunk_text(message.text, self._max_input)
 

@@ -69,7 +69,7 @@ def _condition(c: Condition, table: str, params: list[Any]) -> str:
             return "1" if c.op == "$nin" else "0"
         sql = _members(path, c.value, c.op == "$all", table, params)
         return f"NOT {sql}" if c.op == "$nin" else sql
-    return _compare(path, _RANGE[c.op], c.value, table, params)
+    return _field_test(path, _kind(c.value), f"{_RANGE[c.op]} ?", [c.value], params)
 
 
 def _kind(value: Scalar) -> str:
@@ -91,10 +91,6 @@ def _equals(path: str, value: Scalar, table: str, params: list[Any]) -> str:
             return f"({test} OR json_type(metadata, ?) IS NULL)"
         return test
     return _field_test(path, _kind(value), "= ?", [value], params)
-
-
-def _compare(path: str, op: str, value: Scalar, table: str, params: list[Any]) -> str:
-    return _field_test(path, _kind(value), f"{op} ?", [value], params)
 
 
 def _field_test(path: str, kind: str, test: str, values: list[Any], params: list[Any]) -> str:
