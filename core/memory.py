@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import uuid
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +25,12 @@ from recallstack.core.storage import Storage
 from recallstack.core.vector_store import VectorStore
 
 DEFAULT_URL = "libsql:///local.db"
+STORAGE_ENV, VECTOR_ENV, EMBEDDER_ENV = (
+    "RECALLSTACK_STORAGE",
+    "RECALLSTACK_VECTOR",
+    "RECALLSTACK_EMBEDDER",
+)
+"""The variables `Memory.from_env()` and the CLI read."""
 
 
 @dataclass(frozen=True)
@@ -87,9 +95,26 @@ class Memory:
         logger: logging.Logger | None = None,
     ) -> None:
         self.config = MemoryConfig.model_validate(options or {})
-        self.storage = (
-            storage if isinstance(storage, Storage) else registry().storage(storage or DEFAULT_URL)
-        )
+        self._opened: list[Storage | VectorStore] = []
+        """What this memory opened from URLs, and so closes; never what the caller passed."""
+        try:
+            self._build(storage, vector, embedder, logger)
+        except BaseException:
+            self.close()
+            raise
+
+    def _build(
+        self,
+        storage: Storage | str | None,
+        vector: VectorStore | str | None,
+        embedder: Embedder | str | None,
+        logger: logging.Logger | None,
+    ) -> None:
+        if isinstance(storage, Storage):
+            self.storage = storage
+        else:
+            self.storage = registry().storage(storage or DEFAULT_URL)
+            self._opened.append(self.storage)
         self.history = MessageHistory(storage=self.storage, last_messages=self.config.last_messages)
         self.semantic: SemanticRecall | None = None
         if embedder is None:
@@ -99,11 +124,11 @@ class Memory:
                 )
             return
         model = embedder if isinstance(embedder, Embedder) else registry().embedder(embedder)
-        store = (
-            vector
-            if isinstance(vector, VectorStore)
-            else registry().vector_store(vector or DEFAULT_URL)
-        )
+        if isinstance(vector, VectorStore):
+            store = vector
+        else:
+            store = registry().vector_store(vector or DEFAULT_URL)
+            self._opened.append(store)
         recall = self.config.semantic_recall or SemanticRecallConfig()
         self.semantic = SemanticRecall(
             storage=self.storage,
@@ -113,6 +138,38 @@ class Memory:
             index_config=recall.index_config,
             logger=logger,
         )
+
+    @classmethod
+    def from_env(
+        cls,
+        options: MemoryConfig | Mapping[str, Any] | None = None,
+        *,
+        logger: logging.Logger | None = None,
+    ) -> Memory:
+        """A memory on the backends named by `$RECALLSTACK_STORAGE`, `$RECALLSTACK_VECTOR`
+        and `$RECALLSTACK_EMBEDDER` (each defaulting as in `Memory(...)`)."""
+        return cls(
+            os.environ.get(STORAGE_ENV) or None,
+            os.environ.get(VECTOR_ENV) or None,
+            os.environ.get(EMBEDDER_ENV) or None,
+            options,
+            logger=logger,
+        )
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_opened", None):
+            warnings.warn(
+                f"{type(self).__name__} was not closed: use `with Memory(...)` or close()",
+                ResourceWarning,
+                source=self,
+                stacklevel=2,
+            )
 
     @property
     def processors(self) -> list[MessageHistory | SemanticRecall]:
@@ -329,6 +386,7 @@ class Memory:
         return ReindexResult(done, len(failed), error, failed)
 
     def close(self) -> None:
-        self.storage.close()
-        if self.semantic is not None:
-            self.semantic.vector.close()
+        """Close the stores this memory opened from URLs (not those passed in); idempotent."""
+        opened, self._opened = self._opened, []
+        for store in reversed(opened):
+            store.close()

@@ -207,3 +207,27 @@ def test_a_missing_extra_is_one_line_naming_it(tmp_path: Path) -> None:
         "recallstack: error: the libsql backend needs the 'libsql' package: "
         'pip install "recallstack[libsql]"'
     ]
+
+
+def test_version() -> None:
+    import recallstack
+
+    result = CliRunner().invoke(main, ["--version"])
+    assert result.exit_code == 0
+    assert recallstack.__version__ in result.output
+    assert recallstack.__version__ == "0.1.0"
+
+
+def test_the_cli_reads_its_backends_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"libsql:///{tmp_path / 'env.db'}"
+    monkeypatch.setenv("RECALLSTACK_STORAGE", url)
+    monkeypatch.setenv("RECALLSTACK_VECTOR", url)
+    monkeypatch.setenv("RECALLSTACK_EMBEDDER", "hash/32")
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"thread_id": "t", "resource_id": "r", "role": "user", "content": "x"}\n')
+    assert CliRunner().invoke(main, ["ingest", str(source)]).exit_code == 0
+    memory = Memory(url)
+    assert memory.get_thread("t") is not None
+    memory.close()

@@ -622,3 +622,48 @@ def test_the_default_is_libsql_at_local_db(tmp_path: Path, monkeypatch: pytest.M
     memory.save_messages([Message(id="m", thread_id="t", role="user", content="hello")])
     assert (tmp_path / "local.db").exists()
     assert memory.recall("t", vector_search_string="hello").hits[0].message_id == "m"
+
+
+def test_with_closes_what_the_memory_opened_and_nothing_else(tmp_path: Path) -> None:
+    url = f"libsql:///{tmp_path / 'ctx.db'}"
+    mine = LibSQLVectorStore(url)
+    with Memory(url, mine, "hash/8", RECALL) as memory:
+        memory.create_thread("r", thread_id="t")
+        opened = memory.storage
+    assert opened.db._closed  # type: ignore[attr-defined]
+    assert not mine.db._closed  # passed in: still the caller's
+    mine.create_index("still-usable", 2)
+    mine.close()
+    memory.close()  # idempotent
+
+
+def test_an_unclosed_memory_warns_when_collected(tmp_path: Path) -> None:
+    import gc
+
+    url = f"libsql:///{tmp_path / 'leak.db'}"
+    with pytest.warns(ResourceWarning, match="was not closed"):
+        Memory(url, url, "hash/8", RECALL)
+        gc.collect()
+    with Memory(url, url, "hash/8", RECALL):  # closed: no warning
+        pass
+
+
+def test_a_memory_that_cannot_be_built_closes_what_it_opened(tmp_path: Path) -> None:
+    from recallstack.core.errors import UnknownBackendError
+
+    url = f"libsql:///{tmp_path / 'half.db'}"
+    with pytest.raises(UnknownBackendError):
+        Memory(url, "nowhere://x", "hash/8", RECALL)
+    probe = LibSQLStorage(url)
+    assert probe.db._shared.users == 1  # the storage the failed memory opened was closed
+    probe.close()
+
+
+def test_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RECALLSTACK_STORAGE", "memory://")
+    monkeypatch.setenv("RECALLSTACK_VECTOR", "memory://")
+    monkeypatch.setenv("RECALLSTACK_EMBEDDER", "hash/16")
+    with Memory.from_env(RECALL) as memory:
+        conversation(memory)
+        assert memory.recall("trip", vector_search_string="Lisbon hotel").hits
+        assert memory.semantic is not None and memory.semantic.index_name().endswith("_16")

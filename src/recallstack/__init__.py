@@ -1,5 +1,7 @@
 """recallstack: long-term conversational memory for AI agents."""
 
+from importlib.metadata import version as _version
+
 from recallstack.core.capabilities import Capabilities
 from recallstack.core.config import MemoryConfig, MessageRange, SemanticRecallConfig
 from recallstack.core.embedder import Embedder, index_name
@@ -34,6 +36,8 @@ from recallstack.core.semantic_recall import Hit, SemanticRecall
 from recallstack.core.storage import Storage
 from recallstack.core.vector_store import VectorStore
 from recallstack.core.vectors import IndexConfig, IndexStats, QueryResult
+
+__version__ = _version("recallstack")
 
 __all__ = [
     "Backend",
@@ -76,6 +80,7 @@ __all__ = [
     "UnsupportedFeatureError",
     "UnsupportedFilterError",
     "VectorStore",
+    "__version__",
     "hookimpl",
     "index_name",
     "matches",

@@ -70,9 +70,15 @@ def memory_options(command: Callable[..., Any]) -> Callable[..., Any]:
     @click.option(
         "--db", default="local.db", show_default=True, help="LibSQL file for both stores."
     )
-    @click.option("--storage", help="Storage URL (default: the --db file).")
-    @click.option("--vector", help="Vector store URL (default: the --db file).")
-    @click.option("--embedder", default=DEFAULT_EMBEDDER, show_default=True)
+    @click.option(
+        "--storage", envvar="RECALLSTACK_STORAGE", help="Storage URL (default: the --db file)."
+    )
+    @click.option(
+        "--vector", envvar="RECALLSTACK_VECTOR", help="Vector store URL (default: the --db file)."
+    )
+    @click.option(
+        "--embedder", envvar="RECALLSTACK_EMBEDDER", default=DEFAULT_EMBEDDER, show_default=True
+    )
     @functools.wraps(command)
     def wrapper(db: str, storage: str | None, vector: str | None, embedder: str, **kw: Any) -> Any:
         url = f"libsql:///{db}"
@@ -85,7 +91,9 @@ def open_memory(stores: tuple[str, str, str], options: dict[str, Any] | None = N
     from recallstack.core.memory import Memory
 
     storage, vector, embedder = stores
-    return Memory(storage, vector, embedder, options or {"semantic_recall": True})
+    memory = Memory(storage, vector, embedder, options or {"semantic_recall": True})
+    click.get_current_context().call_on_close(memory.close)
+    return memory
 
 
 @main.command()
@@ -100,7 +108,6 @@ def demo(stores: tuple[str, str, str]) -> None:
     outcomes = demo_module.run(memory, console)
     right = sum(o.top_hit == o.expected for o in outcomes)
     console.print(f"[bold]{right} of {len(outcomes)} recalls found the right message first.")
-    memory.close()
 
 
 @main.command()
