@@ -6,7 +6,7 @@ import logging
 import os
 import uuid
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -356,17 +356,21 @@ class Memory:
             has_more=history.has_more,
         )
 
-    def reindex(self, batch_size: int = 256) -> ReindexResult:
+    def reindex(
+        self, batch_size: int = 256, progress: Callable[[int, int], None] | None = None
+    ) -> ReindexResult:
         """Index every message not yet indexed under the current index name, oldest first.
 
         A batch that fails is retried message by message, so that one message
         that cannot be indexed is reported (`failed_ids`) and the rest go on;
         when no message of the batch can be indexed (the vector store or the
-        embedder is down), it stops there.
+        embedder is down), it stops there. `progress(done, total)` is called
+        after each batch, `done` counting failures too.
         """
         semantic = self._semantic()
         config = self._recall_config(None) or semantic.config
         name = semantic.index_name(config)
+        total = self.storage.count_unindexed(name) if progress is not None else 0
         done = 0
         failed: list[str] = []
         error: str | None = None
@@ -375,14 +379,17 @@ class Memory:
             cursor = batch[-1]
             report = semantic.index(batch, config)
             done += len(report.indexed)
-            if not report.failed:
-                continue
-            error = error or report.error
-            singles = [semantic.index([m], config) for m in batch]
-            done += sum(len(r.indexed) for r in singles)
-            failed += [i for r in singles for i in r.failed]
-            if all(r.failed for r in singles):
-                return ReindexResult(done, len(failed), error, failed)
+            stop = False
+            if report.failed:
+                error = error or report.error
+                singles = [semantic.index([m], config) for m in batch]
+                done += sum(len(r.indexed) for r in singles)
+                failed += [i for r in singles for i in r.failed]
+                stop = all(r.failed for r in singles)
+            if progress is not None:
+                progress(done + len(failed), total)
+            if stop:
+                break
         return ReindexResult(done, len(failed), error, failed)
 
     def close(self) -> None:

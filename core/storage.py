@@ -219,6 +219,10 @@ class Storage(ABC):
         cursor = None if after is None else (after.created_at, after.id)
         return self._unindexed(index_name, limit, cursor)
 
+    def count_unindexed(self, index_name: str) -> int:
+        """How many messages have no record under `index_name` (for progress)."""
+        return self._count_unindexed(index_name)
+
     def index_names(self) -> list[str]:
         """Every index name some message was recorded under."""
         return sorted(self._index_names())
@@ -292,6 +296,9 @@ class Storage(ABC):
         self, index_name: str, limit: int, after: tuple[datetime, str] | None
     ) -> list[Message]:
         """Unrecorded messages ordered by (created_at, id), only past `after` if given."""
+
+    @abstractmethod
+    def _count_unindexed(self, index_name: str) -> int: ...
 
     @abstractmethod
     def _index_names(self) -> list[str]: ...

@@ -231,3 +231,29 @@ def test_the_cli_reads_its_backends_from_the_environment(
     memory = Memory(url)
     assert memory.get_thread("t") is not None
     memory.close()
+
+
+def test_reindex_reports_progress_as_plain_lines_off_a_terminal(
+    cli: tuple[CliRunner, list[str]], tmp_path: Path
+) -> None:
+    runner, common = cli
+    source = tmp_path / "five.jsonl"
+    source.write_text(
+        "".join(
+            json.dumps({"thread_id": "t", "resource_id": "r", "role": "user", "content": f"n {i}"})
+            + "\n"
+            for i in range(5)
+        )
+    )
+    assert runner.invoke(main, ["ingest", *common, str(source)]).exit_code == 0
+    switched = [*common[:2], "--embedder", "hash/64"]  # a new index: all five to do
+    result = runner.invoke(main, ["reindex", *switched, "--batch-size", "2"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [
+        "reindex: 2 of 5",
+        "reindex: 4 of 5",
+        "reindex: 5 of 5",
+    ]
+    assert "indexed 5 messages" in result.stdout
+    quiet = runner.invoke(main, ["reindex", *switched[:2], "--embedder", "hash/32", "--quiet"])
+    assert quiet.exit_code == 0 and quiet.stderr == ""

@@ -333,6 +333,15 @@ class LibSQLStorage(Storage):
         )
         return [_message(r) for r in rows]
 
+    def _count_unindexed(self, index_name: str) -> int:
+        ((count,),) = self.db.query(
+            "SELECT count(*) FROM recallstack_messages m WHERE NOT EXISTS "
+            "(SELECT 1 FROM recallstack_message_index x "
+            "WHERE x.index_name = ? AND x.message_id = m.id)",
+            (index_name,),
+        )
+        return int(count)
+
     def _index_names(self) -> list[str]:
         rows = self.db.query("SELECT DISTINCT index_name FROM recallstack_message_index")
         return [r[0] for r in rows]

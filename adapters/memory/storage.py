@@ -140,6 +140,10 @@ class InMemoryStorage(Storage):
             ]
         return sorted(missing, key=lambda m: m.sort_key)[:limit]
 
+    def _count_unindexed(self, index_name: str) -> int:
+        with self._lock:
+            return sum(index_name not in self._indexed.get(i, ()) for i in self._messages)
+
     def _index_names(self) -> list[str]:
         with self._lock:
             return list({n for names in self._indexed.values() for n in names})

@@ -6,7 +6,8 @@ import functools
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
@@ -222,12 +223,46 @@ def threads(stores: tuple[str, str, str], resource_id: str) -> None:
     Console().print(table)
 
 
+@contextmanager
+def progress_of(label: str, quiet: bool) -> Iterator[Callable[[int, int], None]]:
+    """A `progress(done, total)` callback: a bar with rate and ETA on a terminal, a plain
+    line per step on stderr otherwise, nothing with --quiet."""
+    err = Console(stderr=True)
+    if quiet:
+        yield lambda done, total: None
+    elif err.is_terminal:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            ProgressColumn,
+            Task,
+            TextColumn,
+            TimeRemainingColumn,
+        )
+        from rich.text import Text
+
+        class Rate(ProgressColumn):
+            def render(self, task: Task) -> Text:
+                return Text(f"{task.speed:,.0f}/s" if task.speed else "")
+
+        columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), Rate())
+        with Progress(*columns, TimeRemainingColumn(), console=err) as bar:
+            task = bar.add_task(label, total=None)
+            yield lambda done, total: bar.update(task, completed=done, total=total)
+    else:
+        yield lambda done, total: click.echo(f"{label}: {done:,} of {total:,}", err=True)
+
+
 @main.command()
 @memory_options
-def reindex(stores: tuple[str, str, str]) -> None:
+@click.option("--batch-size", default=256, show_default=True, help="Messages per embedder call.")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+def reindex(stores: tuple[str, str, str], batch_size: int, quiet: bool) -> None:
     """Index every message not yet indexed under the current embedder."""
     memory = open_memory(stores)
-    result = memory.reindex()
+    with progress_of("reindex", quiet) as progress:
+        result = memory.reindex(batch_size=batch_size, progress=progress)
     click.echo(f"indexed {result.indexed} messages")
     if result.failed:
         shown = ", ".join(result.failed_ids[:5])
