@@ -236,12 +236,12 @@ class Memory:
         failure or a crash part-way leaves them for `reindex()`.
         """
         clean = None if metadata is None else normalize_metadata(metadata, "thread metadata")
-        reindex = clean is not None and self.semantic is not None
-        if reindex:
-            self.storage.forget_indexed(thread_id=thread_id)
+        if clean is None or self.semantic is None:
+            return ThreadUpdateResult(
+                self.storage.update_thread(thread_id, title=title, metadata=clean)
+            )
+        self.storage.forget_indexed(thread_id=thread_id)
         thread = self.storage.update_thread(thread_id, title=title, metadata=clean)
-        if not reindex or self.semantic is None:
-            return ThreadUpdateResult(thread)
         messages = self.storage.list_messages(thread_id).items
         report = self.semantic.index(messages, self._recall_config(None) or self.semantic.config)
         return ThreadUpdateResult(thread, report.indexed, report.failed, report.error)
@@ -274,14 +274,14 @@ class Memory:
         recall = self._recall_config(thread_config)
         if recall is None or self.semantic is None:
             return SaveResult(self.storage.save_messages(messages))
+        saved = self.storage.upsert_messages(messages)
+        if not saved.messages:
+            return SaveResult([])
         # a message saved for the first time has no vectors to replace: its save
         # deletes nothing, which keeps every backend's write to an upsert
-        stored = {m.id for m in self.storage.get_messages([m.id for m in messages])}
-        saved = self.storage.save_messages(messages)
-        if not saved:
-            return SaveResult(saved)
-        report = self.semantic.index(saved, recall, new=[m.id for m in saved if m.id not in stored])
-        return SaveResult(saved, report.indexed, report.failed, report.error)
+        new = [m.id for m in saved.messages if m.id not in saved.existing]
+        report = self.semantic.index(saved.messages, recall, new=new)
+        return SaveResult(saved.messages, report.indexed, report.failed, report.error)
 
     def update_messages(
         self, messages: Sequence[Message], thread_config: Mapping[str, Any] | None = None

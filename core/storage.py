@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, Literal, TypeVar
 
@@ -19,6 +20,14 @@ from recallstack.core.records import Include, MessagePage, Page, Resource, Threa
 Order = Literal["asc", "desc"]
 ThreadOrderBy = Literal["created_at", "updated_at"]
 P = TypeVar("P", bound=Page[Any])
+
+
+@dataclass(frozen=True)
+class Upserted:
+    """Saved messages (with their resource set), and the ids that existed before."""
+
+    messages: list[Message]
+    existing: frozenset[str]
 
 
 class Storage(ABC):
@@ -100,8 +109,13 @@ class Storage(ABC):
         global, and a message of another resource is never overwritten or
         moved: a batch that names one is refused, and nothing is written.
         """
+        return self.upsert_messages(messages).messages
+
+    def upsert_messages(self, messages: Sequence[Message]) -> Upserted:
+        """`save_messages`, also saying which of the ids were stored before (read once,
+        for the ownership check): Memory replaces vectors of those only."""
         if not messages:
-            return []
+            return Upserted([], frozenset())
         if any(not isinstance(m, Message) for m in messages):
             raise InvalidInputError("save_messages takes a list of Message objects")
         ids = [m.id for m in messages]
@@ -123,14 +137,15 @@ class Storage(ABC):
                 )
             checked.append(m if m.resource_id else m.model_copy(update={"resource_id": owner}))
         owner_of = {m.id: m.resource_id for m in checked}
-        taken = [m.id for m in self._get_messages(ids) if m.resource_id != owner_of[m.id]]
+        stored = self._get_messages(ids)
+        taken = [m.id for m in stored if m.resource_id != owner_of[m.id]]
         if taken:
             raise InvalidInputError(
                 f"save_messages: message ids {taken[:5]} belong to another resource; "
                 "a write never changes another resource's message"
             )
         self._save_messages(checked)
-        return checked
+        return Upserted(checked, frozenset(m.id for m in stored))
 
     def get_messages(self, ids: Sequence[str]) -> list[Message]:
         """The messages with these ids that exist, ordered by (created_at, id)."""

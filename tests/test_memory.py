@@ -514,6 +514,33 @@ def test_a_filter_too_large_for_any_backend_is_refused_at_once() -> None:
         memory.recall("trip", vector_search_string="Lisbon", thread_config=config)
 
 
+def test_update_thread_without_semantic_recall_still_saves_its_metadata() -> None:
+    memory = Memory(InMemoryStorage())
+    memory.create_thread("ada", thread_id="t", metadata={"topic": "old"})
+    result = memory.update_thread("t", title="renamed", metadata={"topic": "new"})
+    assert (result.thread.title, result.thread.metadata) == ("renamed", {"topic": "new"})
+    assert memory.get_thread("t") == result.thread
+    assert (result.indexed, result.not_indexed) == ([], [])
+
+
+def test_a_save_reads_the_stored_messages_once() -> None:
+    """One read of the batch's ids serves the ownership check and tells Memory which
+    messages are new (those need no stale-chunk delete)."""
+    storage = InMemoryStorage()
+    reads: list[list[str]] = []
+    original = storage._get_messages
+
+    def counted(ids: list[str]) -> list[Message]:
+        reads.append(ids)
+        return original(ids)
+
+    storage._get_messages = counted  # type: ignore[method-assign]
+    memory = Memory(storage, InMemoryVectorStore(), HashEmbedder(16), RECALL)
+    memory.create_thread("ada", thread_id="t")
+    memory.save_messages([Message(id="m", thread_id="t", role="user", content="hello")])
+    assert reads == [["m"]]
+
+
 def test_semantic_recall_needs_an_embedder() -> None:
     with pytest.raises(InvalidInputError, match="needs an embedder"):
         Memory(InMemoryStorage(), InMemoryVectorStore(), None, RECALL)

@@ -13,6 +13,11 @@ from recallstack.core.storage import Order, Storage, ThreadOrderBy
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MESSAGE_COLUMNS = "id, thread_id, resource_id, role, content, created_at, metadata"
+UNINDEXED = (
+    "FROM recallstack_messages m WHERE NOT EXISTS (SELECT 1 FROM recallstack_message_index x "
+    "WHERE x.index_name = ? AND x.message_id = m.id)"
+)
+"""The messages with no ledger record under one index name (the parameter)."""
 
 
 def to_us(value: datetime) -> int:
@@ -325,21 +330,14 @@ class LibSQLStorage(Storage):
     ) -> list[Message]:
         cursor = (-1, "") if after is None else (to_us(after[0]), after[1])
         rows = self.db.query(
-            f"SELECT {MESSAGE_COLUMNS} FROM recallstack_messages m WHERE NOT EXISTS "
-            "(SELECT 1 FROM recallstack_message_index x "
-            "WHERE x.index_name = ? AND x.message_id = m.id) AND (created_at, id) > (?, ?) "
+            f"SELECT {MESSAGE_COLUMNS} {UNINDEXED} AND (created_at, id) > (?, ?) "
             "ORDER BY created_at, id LIMIT ?",
             (index_name, *cursor, limit),
         )
         return [_message(r) for r in rows]
 
     def _count_unindexed(self, index_name: str) -> int:
-        ((count,),) = self.db.query(
-            "SELECT count(*) FROM recallstack_messages m WHERE NOT EXISTS "
-            "(SELECT 1 FROM recallstack_message_index x "
-            "WHERE x.index_name = ? AND x.message_id = m.id)",
-            (index_name,),
-        )
+        ((count,),) = self.db.query(f"SELECT count(*) {UNINDEXED}", (index_name,))
         return int(count)
 
     def _index_names(self) -> list[str]:

@@ -11,6 +11,11 @@ from recallstack.core.records import Include, Resource, Thread
 from recallstack.core.storage import Order, Storage, ThreadOrderBy
 
 COLUMNS = "id, thread_id, resource_id, role, content, created_at, metadata"
+UNINDEXED = (
+    "FROM recallstack_messages m WHERE NOT EXISTS (SELECT 1 FROM recallstack_message_index x "
+    "WHERE x.index_name = %s AND x.message_id = m.id)"
+)
+"""The messages with no ledger record under one index name (the parameter)."""
 
 
 def _v1(cur: Any) -> None:
@@ -304,9 +309,7 @@ class PgStorage(Storage):
     ) -> list[Message]:
         start, last_id = after if after is not None else (None, None)
         rows = self.db.query(
-            f"SELECT {COLUMNS} FROM recallstack_messages m WHERE NOT EXISTS "
-            "(SELECT 1 FROM recallstack_message_index x "
-            "WHERE x.index_name = %s AND x.message_id = m.id) "
+            f"SELECT {COLUMNS} {UNINDEXED} "
             "AND (%s::timestamptz IS NULL OR (created_at, id) > (%s, %s)) "
             "ORDER BY created_at, id LIMIT %s",
             (index_name, start, start, last_id, limit),
@@ -314,12 +317,7 @@ class PgStorage(Storage):
         return [_message(r) for r in rows]
 
     def _count_unindexed(self, index_name: str) -> int:
-        ((count,),) = self.db.query(
-            "SELECT count(*) FROM recallstack_messages m WHERE NOT EXISTS "
-            "(SELECT 1 FROM recallstack_message_index x "
-            "WHERE x.index_name = %s AND x.message_id = m.id)",
-            (index_name,),
-        )
+        ((count,),) = self.db.query(f"SELECT count(*) {UNINDEXED}", (index_name,))
         return int(count)
 
     def _index_names(self) -> list[str]:
