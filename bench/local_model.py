@@ -1,14 +1,19 @@
-"""The local model's throughput, and the demo's total time cold and warm.
+"""The local model's speed by torch thread count, and the demo's total time cold and warm.
 
     python bench/local_model.py
 
-Throughput: sentences/s embedding 1,024 distinct sentences in batches of 32
-(after one warm-up batch). Demo: `recallstack demo` as a new process, cold
-(no database yet) and warm (the database from the cold run), wall time.
+For each thread count (1, and the machine's cores), in a process of its own
+(torch's thread count is process-wide): model load; throughput in sentences/s
+embedding 1,024 distinct short sentences in batches of 32, and 128 full chunks
+(254 tokens each); single-query latency p50/p95 over 100 one-sentence calls.
+Demo: `recallstack demo` as a new process, cold (no database yet) and warm
+(the database from the cold run), wall time.
 """
 
 from __future__ import annotations
 
+import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -18,10 +23,10 @@ from pathlib import Path
 from recallstack.embedders.local import LocalEmbedder
 
 
-def throughput() -> None:
+def speed(threads: int) -> None:
     start = time.perf_counter()
-    model = LocalEmbedder(batch_size=32)
-    print(f"model load                 {time.perf_counter() - start:8.2f} s")
+    model = LocalEmbedder(batch_size=32, threads=threads)
+    load = time.perf_counter() - start
     sentences = [
         f"Message {i}: we talked about trip number {i % 17} and the recipe for dish {i % 23}."
         for i in range(1024)
@@ -29,8 +34,23 @@ def throughput() -> None:
     model.embed(sentences[:32])
     start = time.perf_counter()
     model.embed(sentences)
-    elapsed = time.perf_counter() - start
-    print(f"throughput (batch 32)      {len(sentences) / elapsed:8.0f} sentences/s")
+    short = len(sentences) / (time.perf_counter() - start)
+    chunks = [" ".join(f"w{i}x{j}" for j in range(400))[:900] for i in range(128)]
+    chunks = [c[: model.token_offsets(c)[model.max_input - 1]] for c in chunks]
+    start = time.perf_counter()
+    model.embed(chunks)
+    full = len(chunks) / (time.perf_counter() - start)
+    latencies = []
+    for i in range(100):
+        start = time.perf_counter()
+        model.embed([f"what did we say about trip number {i}?"])
+        latencies.append((time.perf_counter() - start) * 1000)
+    p50 = statistics.median(latencies)
+    p95 = statistics.quantiles(latencies, n=20)[-1]
+    print(
+        f"threads={threads}  load {load:5.2f} s  short {short:6.0f}/s  full chunks "
+        f"{full:5.1f}/s  single query p50 {p50:5.1f} ms  p95 {p95:5.1f} ms"
+    )
 
 
 def demo() -> None:
@@ -44,5 +64,9 @@ def demo() -> None:
 
 
 if __name__ == "__main__":
-    throughput()
-    demo()
+    if len(sys.argv) == 3 and sys.argv[1] == "--threads":
+        speed(int(sys.argv[2]))
+    else:
+        for threads in sorted({1, os.cpu_count() or 1}):
+            subprocess.run([sys.executable, __file__, "--threads", str(threads)], check=True)
+        demo()

@@ -33,6 +33,8 @@ class SemanticRecallConfig(Model):
     filter: dict[str, Any] | None = None
     index_name: str | None = Field(default=None, min_length=1)
     index_config: IndexConfig = IndexConfig()
+    chunk_overlap: int = Field(default=32, ge=0)
+    """Tokens consecutive chunks of a long message share (at most half a chunk)."""
 
     @field_validator("message_range", mode="before")
     @classmethod

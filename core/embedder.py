@@ -10,7 +10,12 @@ from recallstack.core.scores import Matrix
 
 
 class Embedder(ABC):
-    """Turns texts into vectors. `max_input` is in words; `batch_size` texts per call."""
+    """Turns texts into vectors.
+
+    An input holds at most `max_input` tokens as `token_offsets` counts them
+    (the memory cuts longer texts into chunks that fit); `batch_size` inputs
+    go in one call.
+    """
 
     model_id: str
     dimension: int
@@ -19,10 +24,37 @@ class Embedder(ABC):
 
     @abstractmethod
     def embed(self, texts: Sequence[str]) -> Matrix:
-        """Embed texts; returns a float32 array of shape (len(texts), dimension)."""
+        """Embed texts; returns a float32 array of shape (len(texts), dimension).
+
+        Raises `EmbeddingRefusedError` when some inputs could not be embedded
+        (over the limit, refused by a server): the others' vectors come with it.
+        """
+
+    def token_offsets(self, text: str) -> Sequence[int]:
+        """The character offset where each of the text's tokens starts, as the model counts.
+
+        This default counts each UTF-8 byte as a token: a byte-level tokenizer
+        never makes more, so the bound is safe for a model whose tokenizer is
+        not known. Embedders that know their tokenizer override it.
+        """
+        return [i for i, char in enumerate(text) for _ in range(_utf8_length(char))]
+
+    def over_limit(self, texts: Sequence[str]) -> dict[int, str]:
+        """The inputs longer than `max_input` tokens, by position, with what is wrong."""
+        counts = {i: len(self.token_offsets(t)) for i, t in enumerate(texts)}
+        return {
+            i: f"{n} tokens, over the {self.model_id} limit of {self.max_input}"
+            for i, n in counts.items()
+            if n > self.max_input
+        }
 
     def close(self) -> None:
         """Release resources; the default has none."""
+
+
+def _utf8_length(char: str) -> int:
+    code = ord(char)
+    return 1 if code < 0x80 else 2 if code < 0x800 else 3 if code < 0x10000 else 4
 
 
 def index_name(model_id: str, dimension: int) -> str:

@@ -9,8 +9,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from recallstack.core.batching import batched
 from recallstack.core.embedder import Embedder
-from recallstack.core.errors import BackendError
+from recallstack.core.errors import BackendError, EmbeddingRefusedError
 from recallstack.core.scores import Matrix
 
 
@@ -18,7 +19,7 @@ class CachedEmbedder:
     """Embeds texts through an LRU cache keyed by (model id, SHA-256 of the text).
 
     Misses are de-duplicated and sent in as few calls as the embedder's batch
-    size allows; `calls` counts those calls.
+    size allows; `calls` counts those calls. Refused inputs are not cached.
     """
 
     def __init__(self, embedder: Embedder, size: int = 4096) -> None:
@@ -32,6 +33,8 @@ class CachedEmbedder:
         return (self.embedder.model_id, hashlib.sha256(text.encode()).digest())
 
     def embed(self, texts: Sequence[str]) -> Matrix:
+        """Vectors for the texts; raises `EmbeddingRefusedError` (positions in `texts`)
+        when the embedder refused some, after caching the others."""
         keys = [self._key(t) for t in texts]
         found: dict[tuple[str, bytes], Matrix] = {}
         with self._lock:
@@ -40,23 +43,38 @@ class CachedEmbedder:
                     self._cache.move_to_end(key)
                     found[key] = self._cache[key]
         missing = list(dict.fromkeys(t for t, k in zip(texts, keys, strict=True) if k not in found))
-        step = max(1, self.embedder.batch_size)
-        for start in range(0, len(missing), step):
-            batch = missing[start : start + step]
-            vectors = np.asarray(self.embedder.embed(batch), dtype=np.float32)
-            self.calls += 1
-            if vectors.shape != (len(batch), self.embedder.dimension):
-                raise BackendError(
-                    f"embedder {self.embedder.model_id} returned shape {vectors.shape} "
-                    f"for {len(batch)} texts, expected dimension {self.embedder.dimension}"
-                )
+        refused: dict[tuple[str, bytes], str] = {}
+        for batch in batched(missing, max(1, self.embedder.batch_size)):
+            try:
+                vectors = self._call(batch)
+            except EmbeddingRefusedError as exc:
+                vectors = self._checked(batch, exc.vectors)
+                refused.update({self._key(batch[i]): why for i, why in exc.refused.items()})
             with self._lock:
                 for text, vector in zip(batch, vectors, strict=True):
                     key = self._key(text)
                     found[key] = vector
-                    self._cache[key] = vector
+                    if key not in refused:
+                        self._cache[key] = vector
                     if len(self._cache) > self.size:
                         self._cache.popitem(last=False)
         if not keys:
             return np.empty((0, self.embedder.dimension), dtype=np.float32)
-        return np.stack([found[k] for k in keys])
+        matrix = np.stack([found[k] for k in keys])
+        if refused:
+            positions = {i: refused[k] for i, k in enumerate(keys) if k in refused}
+            raise EmbeddingRefusedError(positions, matrix)
+        return matrix
+
+    def _call(self, batch: list[str]) -> Matrix:
+        self.calls += 1
+        return self._checked(batch, self.embedder.embed(batch))
+
+    def _checked(self, batch: list[str], vectors: Matrix) -> Matrix:
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if vectors.shape != (len(batch), self.embedder.dimension):
+            raise BackendError(
+                f"embedder {self.embedder.model_id} returned shape {vectors.shape} "
+                f"for {len(batch)} texts, expected dimension {self.embedder.dimension}"
+            )
+        return vectors

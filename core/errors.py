@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class RecallstackError(Exception):
     """Base class of every error raised by recallstack."""
@@ -61,6 +63,21 @@ class NotFoundError(RecallstackError, LookupError):
 
 class BackendError(RecallstackError):
     """The backend failed; the original exception is kept as `__cause__`."""
+
+
+class EmbeddingRefusedError(BackendError):
+    """Some inputs of a batch could not be embedded; the others were.
+
+    `refused` maps an input's position to the reason; `vectors` holds every
+    input's row, the refused ones' rows zero.
+    """
+
+    def __init__(self, refused: dict[int, str], vectors: Any) -> None:
+        first = min(refused)
+        more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+        super().__init__(f"input {first} was refused: {refused[first]}{more}")
+        self.refused = refused
+        self.vectors = vectors
 
 
 def refuse_newer(component: str, stored: int, known: int) -> None:

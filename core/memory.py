@@ -361,11 +361,11 @@ class Memory:
     ) -> ReindexResult:
         """Index every message not yet indexed under the current index name, oldest first.
 
-        A batch that fails is retried message by message, so that one message
-        that cannot be indexed is reported (`failed_ids`) and the rest go on;
-        when no message of the batch can be indexed (the vector store or the
-        embedder is down), it stops there. `progress(done, total)` is called
-        after each batch, `done` counting failures too.
+        A message the embedder refuses is reported (`failed_ids`) and the rest
+        go on; a batch that fails as a whole is retried message by message, and
+        when no message of it can be indexed (the vector store or the embedder
+        is down), it stops there. `progress(done, total)` is called after each
+        batch, `done` counting failures too.
         """
         semantic = self._semantic()
         config = self._recall_config(None) or semantic.config
@@ -379,16 +379,15 @@ class Memory:
             cursor = batch[-1]
             report = semantic.index(batch, config)
             done += len(report.indexed)
-            stop = False
-            if report.failed:
-                error = error or report.error
-                singles = [semantic.index([m], config) for m in batch]
-                done += sum(len(r.indexed) for r in singles)
-                failed += [i for r in singles for i in r.failed]
-                stop = all(r.failed for r in singles)
+            failed += report.refused
+            error = error or report.error
+            retry = set(report.failed) - set(report.refused)
+            singles = [semantic.index([m], config) for m in batch if m.id in retry]
+            done += sum(len(r.indexed) for r in singles)
+            failed += [i for r in singles for i in r.failed]
             if progress is not None:
                 progress(done + len(failed), total)
-            if stop:
+            if singles and all(r.failed and not r.refused for r in singles):
                 break
         return ReindexResult(done, len(failed), error, failed)
 

@@ -18,7 +18,7 @@ from recallstack.core.config import MemoryConfig, MessageRange, SemanticRecallCo
 from recallstack.core.cross_thread import render
 from recallstack.core.embedder import Embedder, index_name
 from recallstack.core.embedding_cache import CachedEmbedder
-from recallstack.core.errors import IndexNotFoundError, InvalidInputError
+from recallstack.core.errors import EmbeddingRefusedError, IndexNotFoundError, InvalidInputError
 from recallstack.core.filters import and_filters, parse_filter
 from recallstack.core.inputs import MAX_QUERY_LENGTH, check_id, check_text
 from recallstack.core.messages import Message
@@ -48,6 +48,8 @@ class IndexReport:
     indexed: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     error: str | None = None
+    refused: list[str] = field(default_factory=list)
+    """The failed messages the embedder refused: trying them again will not help."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,7 @@ class SemanticRecall:
         index_name: str | None = None,
         filter: Mapping[str, Any] | None = None,
         index_config: IndexConfig | Mapping[str, Any] | None = None,
+        chunk_overlap: int = 32,
         logger: logging.Logger | None = None,
         cache_size: int = 4096,
     ) -> None:
@@ -95,6 +98,7 @@ class SemanticRecall:
                 "index_name": index_name,
                 "filter": filter,
                 "index_config": index_config or IndexConfig(),
+                "chunk_overlap": chunk_overlap,
             }
         )
         self.log = logger or logging.getLogger("recallstack.semantic_recall")
@@ -136,19 +140,28 @@ class SemanticRecall:
         vectors: any they had are removed. `new` names messages the caller
         knows had no stored version before, so no vectors to remove. An
         embedder or vector store failure is logged and reported, and nothing
-        is recorded.
+        is recorded; a message the embedder refuses (and only it) is reported
+        and left unrecorded, while the rest of the batch is indexed.
         """
         config = config or self.config
         name = self.index_name(config)
         try:
-            self._write(name, list(messages), config, new)
+            refused = self._write(name, list(messages), config, new)
         except Exception as exc:
             self._ready.discard(name)
             self.log.exception("semantic recall: indexing %d messages failed", len(messages))
             return IndexReport(failed=[m.id for m in messages], error=str(exc))
-        done = [m.id for m in messages]
+        done = [m.id for m in messages if m.id not in refused]
         self.storage.mark_indexed(done, name)
-        return IndexReport(indexed=done)
+        if not refused:
+            return IndexReport(indexed=done)
+        first = next(iter(refused))
+        self.log.error(
+            "semantic recall: %d messages refused, %s: %s", len(refused), first, refused[first]
+        )
+        more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+        error = f"message {first!r}: {refused[first]}{more}"
+        return IndexReport(done, list(refused), error, refused=list(refused))
 
     def _write(
         self,
@@ -156,16 +169,20 @@ class SemanticRecall:
         messages: list[Message],
         config: SemanticRecallConfig,
         new: Collection[str],
-    ) -> None:
+    ) -> dict[str, str]:
         """Upsert every chunk's vector, then delete the chunks a message no longer has:
-        new vectors exist before old ones go, and a save of new messages deletes nothing."""
+        new vectors exist before old ones go, and a save of new messages deletes nothing.
+
+        Returns the messages the embedder refused a chunk of, with why: none of
+        their vectors is touched.
+        """
         threads: dict[str, Thread | None] = {}
         ids: list[str] = []
         texts: list[str] = []
         metadata: list[dict[str, Any]] = []
         counts: dict[str, int] = {}
         for m in messages:
-            chunks = self.chunks_of(m)
+            chunks = self.chunks_of(m, config)
             counts[m.id] = len(chunks)
             if not chunks:
                 continue
@@ -188,16 +205,35 @@ class SemanticRecall:
                     }
                 )
         if not ids and name not in self._ready and name not in self.vector.list_indexes():
-            return  # nothing to write, and no index that could hold stale chunks
+            return {}  # nothing to write, and no index that could hold stale chunks
         self._ensure_index(name, config)
+        refused: dict[str, str] = {}
         if ids:
-            self.vector.upsert(name, ids, self.embedder.embed(texts), metadata)
+            try:
+                vectors = self.embedder.embed(texts)
+            except EmbeddingRefusedError as exc:
+                vectors = exc.vectors
+                refused = {str(metadata[i]["message_id"]): why for i, why in exc.refused.items()}
+            keep = [i for i, row in enumerate(metadata) if row["message_id"] not in refused]
+            if keep:
+                self.vector.upsert(
+                    name, [ids[i] for i in keep], vectors[keep], [metadata[i] for i in keep]
+                )
         new = set(new)
-        self._delete_stale(name, {m: n for m, n in counts.items() if m not in new})
+        self._delete_stale(
+            name, {m: n for m, n in counts.items() if m not in new and m not in refused}
+        )
+        return refused
 
-    def chunks_of(self, message: Message) -> list[str]:
+    def chunks_of(self, message: Message, config: SemanticRecallConfig | None = None) -> list[str]:
         """What is embedded of a message: its text's chunks; none of a system message."""
-        return [] if message.role == "system" else chunk_text(message.text, self._max_input)
+        if message.role == "system":
+            return []
+        return self._chunks(message.text, (config or self.config).chunk_overlap)
+
+    def _chunks(self, text: str, overlap: int) -> list[str]:
+        model = self.embedder.embedder
+        return chunk_text(text, model.max_input, model.token_offsets, overlap)
 
     def _delete_stale(self, name: str, counts: dict[str, int]) -> None:
         """Delete the chunks beyond each message's current count of `counts[id]`.
@@ -218,10 +254,6 @@ class SemanticRecall:
         for n, group in beyond.items():
             for ids in batched(group, size):
                 self.vector.delete(name, filter={"message_id": {"$in": ids}, "chunk": {"$gte": n}})
-
-    @property
-    def _max_input(self) -> int:
-        return self.embedder.embedder.max_input
 
     # ---- reading ---------------------------------------------------------------------
 
@@ -250,7 +282,7 @@ class SemanticRecall:
             {"resource_id": resource_id} if config.scope == "resource" else {"thread_id": thread_id}
         )
         combined = and_filters(parse_filter(scope), parse_filter(config.filter))
-        chunks = chunk_text(query, self._max_input)
+        chunks = self._chunks(query, config.chunk_overlap)
         if not chunks:
             return []
         best: dict[str, Hit] = {}

@@ -14,13 +14,16 @@ from collections.abc import Sequence
 import numpy as np
 
 from recallstack.core.embedder import Embedder
-from recallstack.core.errors import InvalidInputError
+from recallstack.core.errors import EmbeddingRefusedError, InvalidInputError
 from recallstack.core.scores import Matrix
 
 _WORD = re.compile(r"[a-z0-9]+")
+_WORD_ANY_CASE = re.compile(r"[a-z0-9]+", re.IGNORECASE)
 
 
 class HashEmbedder(Embedder):
+    """Its tokens are words: an input holds at most `max_input` (2,000) of them."""
+
     def __init__(self, dimension: int = 256) -> None:
         if dimension <= 0:
             raise InvalidInputError(f"hash embedder dimension must be positive, got {dimension}")
@@ -29,7 +32,16 @@ class HashEmbedder(Embedder):
         self.max_input = 2000
         self.batch_size = 512
 
+    def token_offsets(self, text: str) -> Sequence[int]:
+        return [match.start() for match in _WORD_ANY_CASE.finditer(text)]
+
     def embed(self, texts: Sequence[str]) -> Matrix:
+        refused = self.over_limit(texts)
+        if refused:
+            raise EmbeddingRefusedError(refused, self._embed(texts))
+        return self._embed(texts)
+
+    def _embed(self, texts: Sequence[str]) -> Matrix:
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for row, text in enumerate(texts):
             for word in _WORD.findall(text.lower()):

