@@ -17,13 +17,14 @@ GROUPS: dict[str, str] = {
     "test_bad_input": "5. Bad input",
     "test_hostile_input": "5. Bad input",
     "test_update_delete": "6. Update and delete",
-    "test_memory_metadata": "7. Memory metadata",
+    "test_memory_metadata": "7. Memory metadata and recall",
+    "test_recall_paths": "7. Memory metadata and recall",
     "test_storage": "8. Storage",
     "test_concurrency": "9. Concurrency",
     "test_scale": "10. Scale",
     "test_tenant_isolation": "11. Tenant isolation",
 }
-"""Case module → the group it reports to (two modules make up group 5)."""
+"""Case module → the group it reports to (two modules make up groups 5 and 7)."""
 GROUP_NAMES = list(dict.fromkeys(GROUPS.values()))
 
 Status = Literal["pass", "fail"]

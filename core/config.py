@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from recallstack.core.filters import parse_filter
+from recallstack.core.filters import Node, parse_filter
 from recallstack.core.model import Model
 from recallstack.core.vectors import IndexConfig
 
@@ -49,9 +50,15 @@ class SemanticRecallConfig(Model):
         parse_filter(value)  # raises FilterError with the offending path
         return value
 
+    @functools.cached_property
+    def filter_node(self) -> Node | None:
+        """`filter` as a filter tree, parsed once per configuration, not per query."""
+        return parse_filter(self.filter)
+
 
 class MemoryConfig(Model):
-    """What memory loads into each turn."""
+    """What memory loads into each turn: the one configuration `Memory` and both
+    processors read (`config.merged(overrides)` for a call's effective one)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -88,6 +95,15 @@ class MemoryConfig(Model):
             elif "filter" in recall:  # a filter replaces, never merges key by key
                 base["semantic_recall"]["filter"] = None
         return MemoryConfig.model_validate(deep_merge(base, changes))
+
+    @property
+    def recall_or_default(self) -> SemanticRecallConfig:
+        """The semantic recall options, or their defaults when recall is off: what
+        names the index and chunks messages for `reindex` and deletes either way."""
+        return self.semantic_recall or DEFAULT_RECALL
+
+
+DEFAULT_RECALL = SemanticRecallConfig()
 
 
 def deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

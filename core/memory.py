@@ -10,17 +10,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from recallstack.core.batching import batched
-from recallstack.core.config import MemoryConfig, SemanticRecallConfig
+from recallstack.core.config import MemoryConfig
 from recallstack.core.embedder import Embedder
 from recallstack.core.errors import InvalidInputError, NotFoundError
-from recallstack.core.inputs import check_id
+from recallstack.core.inputs import check_id, check_ids
 from recallstack.core.message_history import MessageHistory
 from recallstack.core.messages import Message, utc_now
 from recallstack.core.metadata import normalize_metadata
+from recallstack.core.processor import Processor
 from recallstack.core.records import Resource, Thread, ThreadPage
 from recallstack.core.registry import registry
-from recallstack.core.semantic_recall import Hit, SemanticRecall
+from recallstack.core.semantic_recall import Hit, Recalled, SemanticRecall
 from recallstack.core.storage import Storage
 from recallstack.core.vector_store import VectorStore
 
@@ -56,9 +56,15 @@ class ThreadUpdateResult:
 
 @dataclass(frozen=True)
 class RecallResult:
-    """The history page merged with the recalled messages, chronological."""
+    """The history page and the recalled messages.
+
+    `messages`: all of them, chronological. `context`: what the processors
+    hand the model for the same turn (the same code builds it): messages of
+    other threads in one system message, then this thread's, chronological.
+    """
 
     messages: list[Message]
+    context: list[Message]
     hits: list[Hit]
     total: int
     page: int
@@ -115,7 +121,7 @@ class Memory:
         else:
             self.storage = registry().storage(storage or DEFAULT_URL)
             self._opened.append(self.storage)
-        self.history = MessageHistory(storage=self.storage, last_messages=self.config.last_messages)
+        self.history = MessageHistory(storage=self.storage, config=self.config)
         self.semantic: SemanticRecall | None = None
         if embedder is None:
             if self.config.semantic_recall:
@@ -129,14 +135,8 @@ class Memory:
         else:
             store = registry().vector_store(vector or DEFAULT_URL)
             self._opened.append(store)
-        recall = self.config.semantic_recall or SemanticRecallConfig()
         self.semantic = SemanticRecall(
-            storage=self.storage,
-            vector=store,
-            embedder=model,
-            **recall.model_dump(exclude={"index_config"}),
-            index_config=recall.index_config,
-            logger=logger,
+            storage=self.storage, vector=store, embedder=model, config=self.config, logger=logger
         )
 
     @classmethod
@@ -172,13 +172,10 @@ class Memory:
             )
 
     @property
-    def processors(self) -> list[MessageHistory | SemanticRecall]:
-        """The processors to run, in order, on input and on output."""
+    def processors(self) -> list[Processor]:
+        """The processors to run, in order, on input and on output; they read this
+        memory's configuration, and `recall` runs their code."""
         return [self.history, *([self.semantic] if self.semantic else [])]
-
-    def _recall_config(self, overrides: Mapping[str, Any] | None) -> SemanticRecallConfig | None:
-        recall = self.config.merged(overrides).semantic_recall
-        return recall or None
 
     def _semantic(self) -> SemanticRecall:
         if self.semantic is None:
@@ -243,7 +240,9 @@ class Memory:
         self.storage.forget_indexed(thread_id=thread_id)
         thread = self.storage.update_thread(thread_id, title=title, metadata=clean)
         messages = self.storage.list_messages(thread_id).items
-        report = self.semantic.index(messages, self._recall_config(None) or self.semantic.config)
+        report = self.semantic.index(
+            messages, self.config.recall_or_default, threads={thread.id: thread}
+        )
         return ThreadUpdateResult(thread, report.indexed, report.failed, report.error)
 
     def delete_thread(self, thread_id: str) -> None:
@@ -252,18 +251,14 @@ class Memory:
         Ledger first, vectors next, messages last: a crash part-way leaves
         messages that `reindex()` indexes again, never vectors of deleted ones.
         """
-        names = self._indexes()  # read before the ledger records go
+        names = self._index_names()  # read before the ledger records go
         self.storage.forget_indexed(thread_id=thread_id)
-        for name in names:
-            self._semantic().vector.delete(name, filter={"thread_id": thread_id})
+        if self.semantic is not None:
+            self.semantic.delete_vectors(names, thread_id=thread_id)
         self.storage.delete_thread(thread_id)
 
-    def _indexes(self) -> list[str]:
-        """Indexes that may hold this memory's vectors: recorded ones that still exist."""
-        if self.semantic is None:
-            return []
-        recorded = {*self.storage.index_names(), self.semantic.index_name()}
-        return sorted(recorded & set(self.semantic.vector.list_indexes()))
+    def _index_names(self) -> list[str]:
+        return self.semantic.index_names() if self.semantic is not None else []
 
     # ---- messages ----------------------------------------------------------------
 
@@ -271,8 +266,8 @@ class Memory:
         self, messages: Sequence[Message], thread_config: Mapping[str, Any] | None = None
     ) -> SaveResult:
         """Save messages (storage first: this succeeds or raises), then index them."""
-        recall = self._recall_config(thread_config)
-        if recall is None or self.semantic is None:
+        recall = self.config.merged(thread_config).semantic_recall
+        if not recall or self.semantic is None:
             return SaveResult(self.storage.save_messages(messages))
         saved = self.storage.upsert_messages(messages)
         if not saved.messages:
@@ -280,7 +275,7 @@ class Memory:
         # a message saved for the first time has no vectors to replace: its save
         # deletes nothing, which keeps every backend's write to an upsert
         new = [m.id for m in saved.messages if m.id not in saved.existing]
-        report = self.semantic.index(saved.messages, recall, new=new)
+        report = self.semantic.index(saved.messages, recall, new=new, threads=saved.threads)
         return SaveResult(saved.messages, report.indexed, report.failed, report.error)
 
     def update_messages(
@@ -297,13 +292,10 @@ class Memory:
         """Delete messages and their vectors in every index."""
         if not ids:
             return
-        names = self._indexes()  # in the order of delete_thread, for the same reason
+        names = self._index_names()  # in the order of delete_thread, for the same reason
         self.storage.forget_indexed(ids)
         if self.semantic is not None:
-            vector = self.semantic.vector
-            for name in names:
-                for batch in batched(ids, vector.capabilities.max_filter_values):
-                    vector.delete(name, filter={"message_id": {"$in": batch}})
+            self.semantic.delete_vectors(names, check_ids(ids, "ids"))
         self.storage.delete_messages(ids)
 
     # ---- recall ------------------------------------------------------------------
@@ -332,24 +324,23 @@ class Memory:
                 )
             resource_id = thread.resource_id
         size = per_page if per_page is not None else (config.last_messages or 0)
-        history = self.storage.list_messages(
-            thread_id, resource_id=resource_id, page=page, per_page=size, order="desc"
-        )
-        messages = sorted(history.items, key=lambda m: m.sort_key)
-        hits: list[Hit] = []
+        history = self.history.recent(thread_id, resource_id, size, page)
+        recalled = Recalled([], [])
+        context = history.items
         if vector_search_string and config.semantic_recall:
-            recalled = self._semantic().recall(
+            semantic = self._semantic()
+            recalled = semantic.recall(
                 vector_search_string,
                 thread_id,
                 resource_id,
                 config.semantic_recall,
-                exclude={m.id for m in messages},
+                exclude={m.id for m in history.items},
             )
-            hits = recalled.hits
-            messages = sorted([*messages, *recalled.messages], key=lambda m: m.sort_key)
+            context = semantic.merge(history.items, recalled.messages, thread_id)
         return RecallResult(
-            messages=messages,
-            hits=hits,
+            messages=sorted([*history.items, *recalled.messages], key=lambda m: m.sort_key),
+            context=context,
+            hits=recalled.hits,
             total=history.total,
             page=page,
             per_page=size,
@@ -368,7 +359,7 @@ class Memory:
         batch, `done` counting failures too.
         """
         semantic = self._semantic()
-        config = self._recall_config(None) or semantic.config
+        config = self.config.recall_or_default
         name = semantic.index_name(config)
         total = self.storage.count_unindexed(name) if progress is not None else 0
         done = 0

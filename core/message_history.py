@@ -6,32 +6,51 @@ from recallstack.core.config import MemoryConfig
 from recallstack.core.errors import NotFoundError
 from recallstack.core.messages import Message
 from recallstack.core.processor import RequestContext
-from recallstack.core.records import Thread
+from recallstack.core.records import MessagePage, Thread
 from recallstack.core.storage import Storage
 
 
 class MessageHistory:
-    """Input and output processor `message-history`."""
+    """Input and output processor `message-history`.
+
+    `Memory` passes its whole `MemoryConfig` as `config`, so that both
+    processors read one configuration object.
+    """
 
     id = "message-history"
     name = "MessageHistory"
 
-    def __init__(self, *, storage: Storage, last_messages: int | bool = 10) -> None:
+    def __init__(
+        self,
+        *,
+        storage: Storage,
+        last_messages: int | bool = 10,
+        config: MemoryConfig | None = None,
+    ) -> None:
         self.storage = storage
-        self.config = MemoryConfig(last_messages=last_messages)
+        self.config = config or MemoryConfig(last_messages=last_messages)
+
+    def recent(
+        self, thread_id: str, resource_id: str | None, per_page: int, page: int = 0
+    ) -> MessagePage:
+        """A page of the thread's newest messages (page 0 the newest), chronological,
+        tagged `source="memory"`."""
+        newest = self.storage.list_messages(
+            thread_id, resource_id=resource_id, page=page, per_page=per_page, order="desc"
+        )
+        items = [m.model_copy(update={"source": "memory"}) for m in reversed(newest.items)]
+        return newest.model_copy(update={"items": items})
 
     def process_input(self, messages: list[Message], context: RequestContext) -> list[Message]:
-        """Put the thread's recent messages (not already in the input) before the conversation."""
+        """Put the thread's recent messages (not already in the input) before the
+        conversation, after its system messages. Storage errors raise."""
         last = self.config.merged(context.config).last_messages
         if last is False or last == 0:
             return messages
-        page = self.storage.list_messages(
-            context.thread_id, resource_id=context.resource_id, per_page=last, order="desc"
-        )
         present = {m.id for m in messages}
         history = [
-            m.model_copy(update={"source": "memory"})
-            for m in reversed(page.items)
+            m
+            for m in self.recent(context.thread_id, context.resource_id, last).items
             if m.id not in present
         ]
         system = [m for m in messages if m.role == "system"]

@@ -1,8 +1,8 @@
 """SemanticRecall: embed saved messages; recall similar ones with their neighbours.
 
 Usable on its own in any agent loop (`process_input` before the model call,
-`process_output_result` after it) or through `Memory`, which builds it.
-Behaviour: ../shared/spec/semantic-recall.md §4-§7.
+`process_output_result` after it) or through `Memory`, which builds it and
+runs the same code for `Memory.recall`. Behaviour: docs/spec/semantic-recall.md.
 """
 
 from __future__ import annotations
@@ -10,16 +10,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from recallstack.core.batching import batched
 from recallstack.core.chunking import chunk_text
-from recallstack.core.config import MemoryConfig, MessageRange, SemanticRecallConfig
+from recallstack.core.config import MemoryConfig, SemanticRecallConfig
 from recallstack.core.cross_thread import render
 from recallstack.core.embedder import Embedder, index_name
 from recallstack.core.embedding_cache import CachedEmbedder
 from recallstack.core.errors import EmbeddingRefusedError, IndexNotFoundError, InvalidInputError
-from recallstack.core.filters import and_filters, parse_filter
+from recallstack.core.filters import Condition, and_filters
 from recallstack.core.inputs import MAX_QUERY_LENGTH, check_id, check_text
 from recallstack.core.messages import Message
 from recallstack.core.metadata import epoch_ms, normalize_metadata
@@ -27,7 +27,6 @@ from recallstack.core.processor import RequestContext
 from recallstack.core.records import Include, Thread
 from recallstack.core.storage import Storage
 from recallstack.core.vector_store import VectorStore
-from recallstack.core.vectors import IndexConfig
 
 RESERVED_KEYS = ("message_id", "thread_id", "resource_id", "role", "created_at", "chunk")
 
@@ -60,7 +59,12 @@ class Recalled:
 
 
 class SemanticRecall:
-    """Input and output processor `semantic-recall`."""
+    """Input and output processor `semantic-recall`.
+
+    `options` are `SemanticRecallConfig` fields (`top_k=4, message_range=1,
+    scope="resource", ...`). `Memory` passes its whole `MemoryConfig` as
+    `config` instead, so that both read one configuration object.
+    """
 
     id = "semantic-recall"
     name = "SemanticRecall"
@@ -71,17 +75,13 @@ class SemanticRecall:
         storage: Storage,
         vector: VectorStore,
         embedder: Embedder | CachedEmbedder,
-        top_k: int = 4,
-        message_range: int | MessageRange | Mapping[str, int] = 1,
-        scope: Literal["thread", "resource"] = "resource",
-        threshold: float | None = None,
-        index_name: str | None = None,
-        filter: Mapping[str, Any] | None = None,
-        index_config: IndexConfig | Mapping[str, Any] | None = None,
-        chunk_overlap: int = 32,
+        config: MemoryConfig | None = None,
         logger: logging.Logger | None = None,
         cache_size: int = 4096,
+        **options: Any,
     ) -> None:
+        if config is not None and options:
+            raise InvalidInputError("SemanticRecall: pass config= or its options, not both")
         self.storage = storage
         self.vector = vector
         self.embedder = (
@@ -89,33 +89,25 @@ class SemanticRecall:
             if isinstance(embedder, CachedEmbedder)
             else CachedEmbedder(embedder, cache_size)
         )
-        self.config = SemanticRecallConfig.model_validate(
-            {
-                "top_k": top_k,
-                "message_range": message_range,
-                "scope": scope,
-                "threshold": threshold,
-                "index_name": index_name,
-                "filter": filter,
-                "index_config": index_config or IndexConfig(),
-                "chunk_overlap": chunk_overlap,
-            }
+        self.config = config or MemoryConfig(
+            semantic_recall=SemanticRecallConfig.model_validate(options)
         )
         self.log = logger or logging.getLogger("recallstack.semantic_recall")
         self._ready: set[str] = set()
 
     # ---- configuration -------------------------------------------------------------
 
-    def settings(self, overrides: Mapping[str, Any] | None = None) -> SemanticRecallConfig | None:
-        """This processor's configuration with per-call overrides; None when turned off."""
-        merged = MemoryConfig(semantic_recall=self.config).merged(overrides).semantic_recall
-        return merged or None
-
     def index_name(self, config: SemanticRecallConfig | None = None) -> str:
-        """The one index name every read and write path uses (spec §6)."""
-        explicit = (config or self.config).index_name
+        """The one index name every read and write path uses."""
+        explicit = (config or self.config.recall_or_default).index_name
         model = self.embedder.embedder
         return explicit or index_name(model.model_id, model.dimension)
+
+    def index_names(self) -> list[str]:
+        """Indexes that may hold this memory's vectors: those recorded in storage and
+        the current one, where they exist."""
+        recorded = {*self.storage.index_names(), self.index_name()}
+        return sorted(recorded & set(self.vector.list_indexes()))
 
     def _ensure_index(self, name: str, config: SemanticRecallConfig) -> None:
         if name not in self._ready:
@@ -131,6 +123,7 @@ class SemanticRecall:
         messages: Sequence[Message],
         config: SemanticRecallConfig | None = None,
         new: Collection[str] = (),
+        threads: Mapping[str, Thread] | None = None,
     ) -> IndexReport:
         """Write messages' vectors (one per chunk), then record them as indexed.
 
@@ -138,15 +131,16 @@ class SemanticRecall:
         message does; see `Memory`), so a crash at any point leaves them for
         `Memory.reindex()`. System messages and messages without text have no
         vectors: any they had are removed. `new` names messages the caller
-        knows had no stored version before, so no vectors to remove. An
+        knows had no stored version before, so no vectors to remove; `threads`
+        the messages' threads when the caller has read them already. An
         embedder or vector store failure is logged and reported, and nothing
         is recorded; a message the embedder refuses (and only it) is reported
         and left unrecorded, while the rest of the batch is indexed.
         """
-        config = config or self.config
+        config = config or self.config.recall_or_default
         name = self.index_name(config)
         try:
-            refused = self._write(name, list(messages), config, new)
+            refused = self._write(name, list(messages), config, new, dict(threads or {}))
         except Exception as exc:
             self._ready.discard(name)
             self.log.exception("semantic recall: indexing %d messages failed", len(messages))
@@ -169,6 +163,7 @@ class SemanticRecall:
         messages: list[Message],
         config: SemanticRecallConfig,
         new: Collection[str],
+        threads: dict[str, Thread],
     ) -> dict[str, str]:
         """Upsert every chunk's vector, then delete the chunks a message no longer has:
         new vectors exist before old ones go, and a save of new messages deletes nothing.
@@ -176,7 +171,6 @@ class SemanticRecall:
         Returns the messages the embedder refused a chunk of, with why: none of
         their vectors is touched.
         """
-        threads: dict[str, Thread | None] = {}
         ids: list[str] = []
         texts: list[str] = []
         metadata: list[dict[str, Any]] = []
@@ -187,8 +181,10 @@ class SemanticRecall:
             if not chunks:
                 continue
             if m.thread_id not in threads:
-                threads[m.thread_id] = self.storage.get_thread(m.thread_id)
-            thread = threads[m.thread_id]
+                found = self.storage.get_thread(m.thread_id)
+                if found is not None:
+                    threads[m.thread_id] = found
+            thread = threads.get(m.thread_id)
             base = normalize_metadata(thread.metadata if thread else {}, "thread metadata")
             for k, chunk in enumerate(chunks):
                 ids.append(chunk_id(m.id, k, len(chunks)))
@@ -229,7 +225,7 @@ class SemanticRecall:
         """What is embedded of a message: its text's chunks; none of a system message."""
         if message.role == "system":
             return []
-        return self._chunks(message.text, (config or self.config).chunk_overlap)
+        return self._chunks(message.text, (config or self.config.recall_or_default).chunk_overlap)
 
     def _chunks(self, text: str, overlap: int) -> list[str]:
         model = self.embedder.embedder
@@ -253,7 +249,23 @@ class SemanticRecall:
         size = self.vector.capabilities.max_filter_values
         for n, group in beyond.items():
             for ids in batched(group, size):
-                self.vector.delete(name, filter={"message_id": {"$in": ids}, "chunk": {"$gte": n}})
+                stale = and_filters(
+                    Condition(("message_id",), "$in", tuple(ids)), Condition(("chunk",), "$gte", n)
+                )
+                self.vector.delete(name, filter=stale)
+
+    # ---- reading ---------------------------------------------------------------------
+
+    def delete_vectors(
+        self, names: Sequence[str], message_ids: Sequence[str] = (), *, thread_id: str | None = None
+    ) -> None:
+        """Delete these messages' (or this thread's) vectors in the indexes `names`
+        (`index_names()`, read before the ledger records go)."""
+        for name in names:
+            if thread_id is not None:
+                self.vector.delete(name, filter=Condition(("thread_id",), "$eq", thread_id))
+            for ids in batched(message_ids, self.vector.capabilities.max_filter_values):
+                self.vector.delete(name, filter=Condition(("message_id",), "$in", tuple(ids)))
 
     # ---- reading ---------------------------------------------------------------------
 
@@ -265,7 +277,7 @@ class SemanticRecall:
         config: SemanticRecallConfig | None = None,
     ) -> list[Hit]:
         """The top_k messages most similar to the query, within the scope and filter."""
-        config = config or self.config
+        config = config or self.config.recall_or_default
         check_id(thread_id, "thread_id")
         if resource_id is not None:
             check_id(resource_id, "resource_id")
@@ -279,9 +291,11 @@ class SemanticRecall:
                 "semantic recall with scope='resource' needs a resource_id (or use scope='thread')"
             )
         scope = (
-            {"resource_id": resource_id} if config.scope == "resource" else {"thread_id": thread_id}
+            Condition(("resource_id",), "$eq", resource_id)
+            if config.scope == "resource"
+            else Condition(("thread_id",), "$eq", thread_id)
         )
-        combined = and_filters(parse_filter(scope), parse_filter(config.filter))
+        combined = and_filters(scope, config.filter_node)
         chunks = self._chunks(query, config.chunk_overlap)
         if not chunks:
             return []
@@ -307,49 +321,28 @@ class SemanticRecall:
         thread_id: str,
         resource_id: str | None,
         config: SemanticRecallConfig | None = None,
-        exclude: set[str] | frozenset[str] = frozenset(),
+        exclude: Collection[str] = frozenset(),
     ) -> Recalled:
-        """Search, then fetch every hit's neighbours in one storage round trip."""
-        config = config or self.config
+        """Search, then fetch every hit's neighbours in one storage round trip. Raises."""
+        config = config or self.config.recall_or_default
         hits = self.search(query, thread_id, resource_id, config)
         if not hits:
             return Recalled([], [])
         span = config.message_range
-        page = self.storage.list_messages(
-            thread_id,
+        windows = self.storage.message_windows(
+            [Include(id=h.message_id, before=span.before, after=span.after) for h in hits],
             resource_id=resource_id,
-            per_page=0,
-            include=[Include(id=h.message_id, before=span.before, after=span.after) for h in hits],
         )
         recalled = [
-            m.model_copy(update={"source": "memory"}) for m in page.items if m.id not in exclude
+            m.model_copy(update={"source": "memory"}) for m in windows if m.id not in exclude
         ]
-        return Recalled(hits, sorted(recalled, key=lambda m: m.sort_key))
+        return Recalled(hits, recalled)
 
-    # ---- the processor ---------------------------------------------------------------
-
-    def process_input(self, messages: list[Message], context: RequestContext) -> list[Message]:
-        """Add what the last user message recalls. Fails open: errors are logged."""
-        config = self.settings(context.config)
-        query = next((m.text for m in reversed(messages) if m.role == "user"), "")
-        if config is None or not query.strip():
-            return messages
-        try:
-            resource_id = context.resource_id
-            if resource_id is None and config.scope == "resource":
-                thread = self.storage.get_thread(context.thread_id)
-                resource_id = thread.resource_id if thread else None
-            recalled = self.recall(
-                query, context.thread_id, resource_id, config, exclude={m.id for m in messages}
-            )
-            return self._merge(messages, recalled.messages, context.thread_id)
-        except Exception:
-            self.log.exception("semantic recall failed; the input goes on unchanged")
-            return messages
-
-    def _merge(
+    def merge(
         self, messages: list[Message], recalled: list[Message], thread_id: str
     ) -> list[Message]:
+        """The input with recalled messages added: this thread's in chronological
+        order, other threads' in one system message after the input's own."""
         if not recalled:
             return messages
         same = [m for m in recalled if m.thread_id == thread_id]
@@ -367,17 +360,43 @@ class SemanticRecall:
                 thread_id=thread_id,
                 role="system",
                 content=render(other, threads),
+                created_at=max(m.created_at for m in other),  # the same note for the same recall
                 source="memory",
             )
             system = [*system, note]
         return [*system, *conversation]
 
+    # ---- the processor ---------------------------------------------------------------
+
+    def process_input(self, messages: list[Message], context: RequestContext) -> list[Message]:
+        """Add what the last user message recalls. Fails open: errors are logged."""
+        try:
+            return self.add_recalled(messages, context)
+        except Exception:
+            self.log.exception("semantic recall failed; the input goes on unchanged")
+            return messages
+
+    def add_recalled(self, messages: list[Message], context: RequestContext) -> list[Message]:
+        """`process_input`, raising instead of failing open (what `Memory.recall` runs)."""
+        config = self.config.merged(context.config).semantic_recall
+        query = next((m.text for m in reversed(messages) if m.role == "user"), "")
+        if not config or not query.strip():
+            return messages
+        resource_id = context.resource_id
+        if resource_id is None and config.scope == "resource":
+            thread = self.storage.get_thread(context.thread_id)
+            resource_id = thread.resource_id if thread else None
+        recalled = self.recall(
+            query, context.thread_id, resource_id, config, exclude={m.id for m in messages}
+        )
+        return self.merge(messages, recalled.messages, context.thread_id)
+
     def process_output_result(
         self, messages: list[Message], context: RequestContext
     ) -> list[Message]:
         """Index the new messages (not those memory added). Failures are logged."""
-        config = self.settings(context.config)
-        if config is not None:
+        config = self.config.merged(context.config).semantic_recall
+        if config:
             self.index([m for m in messages if m.source is None], config)
         return messages
 

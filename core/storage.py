@@ -24,10 +24,12 @@ P = TypeVar("P", bound=Page[Any])
 
 @dataclass(frozen=True)
 class Upserted:
-    """Saved messages (with their resource set), and the ids that existed before."""
+    """Saved messages (with their resource set), the ids that existed before, and the
+    messages' threads: what the save read, handed on so that indexing reads nothing."""
 
     messages: list[Message]
     existing: frozenset[str]
+    threads: dict[str, Thread]
 
 
 class Storage(ABC):
@@ -115,21 +117,21 @@ class Storage(ABC):
         """`save_messages`, also saying which of the ids were stored before (read once,
         for the ownership check): Memory replaces vectors of those only."""
         if not messages:
-            return Upserted([], frozenset())
+            return Upserted([], frozenset(), {})
         if any(not isinstance(m, Message) for m in messages):
             raise InvalidInputError("save_messages takes a list of Message objects")
         ids = [m.id for m in messages]
         if len(set(ids)) != len(ids):
             raise InvalidInputError("save_messages: the batch repeats a message id")
-        owners: dict[str, str] = {}
+        threads: dict[str, Thread] = {}
         for thread_id in dict.fromkeys(m.thread_id for m in messages):
             thread = self._get_thread(thread_id)
             if thread is None:
                 raise NotFoundError(f"save_messages: thread {thread_id!r} does not exist")
-            owners[thread_id] = thread.resource_id
+            threads[thread_id] = thread
         checked = []
         for m in messages:
-            owner = owners[m.thread_id]
+            owner = threads[m.thread_id].resource_id
             if m.resource_id not in (None, owner):
                 raise InvalidInputError(
                     f"message {m.id!r}: resource {m.resource_id!r} differs from its thread's "
@@ -145,7 +147,7 @@ class Storage(ABC):
                 "a write never changes another resource's message"
             )
         self._save_messages(checked)
-        return Upserted(checked, frozenset(m.id for m in stored))
+        return Upserted(checked, frozenset(m.id for m in stored), threads)
 
     def get_messages(self, ids: Sequence[str]) -> list[Message]:
         """The messages with these ids that exist, ordered by (created_at, id)."""
@@ -162,23 +164,17 @@ class Storage(ABC):
         order: Order = "asc",
         start: datetime | None = None,
         end: datetime | None = None,
-        include: Sequence[Include] = (),
     ) -> MessagePage:
-        """One page of a thread's messages, plus the messages named by `include`.
+        """One page of a thread's messages, sorted by (created_at, id) in `order`.
 
         Page 0 holds the oldest messages with `order="asc"` and the newest with
-        `"desc"`; `per_page=None` is every message and `per_page=0` none (only
-        the includes: the recall fast path). `start`/`end` bound `created_at`
-        inclusively. Each `Include` adds a message and its neighbours from the
-        message's own thread, only where it belongs to `resource_id` when one is
-        given; unknown ids are ignored. The result is de-duplicated and sorted
-        by (created_at, id) in `order`.
+        `"desc"`; `per_page=None` is every message and `per_page=0` none (the
+        total only). `start`/`end` bound `created_at` inclusively. With
+        `resource_id`, a thread of another resource lists nothing.
         """
         check_id(thread_id, "thread_id")
         if resource_id is not None:
             check_id(resource_id, "resource_id")
-        if any(not isinstance(i, Include) for i in include):
-            raise InvalidInputError("include takes a list of Include objects")
         _check_paging(page, per_page)
         if order not in ("asc", "desc"):
             raise InvalidInputError(f"order must be 'asc' or 'desc', got {order!r}")
@@ -186,12 +182,26 @@ class Storage(ABC):
         end = None if end is None else as_utc(end)
         limit, offset = _window(page, per_page)
         items, total = self._list_messages(thread_id, resource_id, order, start, end, limit, offset)
-        chosen = {m.id: m for m in items}
-        if include:
-            for m in self._include_windows(list(include), resource_id):
-                chosen.setdefault(m.id, m)
-        messages = sorted(chosen.values(), key=lambda m: m.sort_key, reverse=order == "desc")
-        return _page(MessagePage, messages, total, page, per_page)
+        return _page(MessagePage, items, total, page, per_page)
+
+    def message_windows(
+        self, windows: Sequence[Include], *, resource_id: str | None = None
+    ) -> list[Message]:
+        """Each named message and its neighbours in its own thread, in one round trip.
+
+        `Include(id, before, after)` asks for the message and up to `before`
+        earlier and `after` later messages of its thread (recall's context).
+        With `resource_id`, only messages of that resource; unknown ids are
+        ignored. De-duplicated, sorted by (created_at, id).
+        """
+        if resource_id is not None:
+            check_id(resource_id, "resource_id")
+        if isinstance(windows, (str, bytes)) or any(not isinstance(w, Include) for w in windows):
+            raise InvalidInputError("message_windows takes a list of Include objects")
+        if not windows:
+            return []
+        found = {m.id: m for m in self._include_windows(list(windows), resource_id)}
+        return sorted(found.values(), key=lambda m: m.sort_key)
 
     def delete_messages(self, ids: Sequence[str]) -> None:
         """Delete messages by id; unknown ids are ignored."""

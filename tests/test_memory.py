@@ -556,13 +556,25 @@ def test_backends_by_url() -> None:
 
 
 class CountingStorage(InMemoryStorage):
+    """Counts the storage round trips: listings and windows, and every read of a thread
+    (through `get_thread` or inside a save)."""
+
     def __init__(self) -> None:
         super().__init__()
         self.listings = 0
+        self.thread_reads = 0
 
     def list_messages(self, *args: Any, **kwargs: Any) -> Any:
         self.listings += 1
         return super().list_messages(*args, **kwargs)
+
+    def message_windows(self, *args: Any, **kwargs: Any) -> Any:
+        self.listings += 1
+        return super().message_windows(*args, **kwargs)
+
+    def _get_thread(self, thread_id: str) -> Any:
+        self.thread_reads += 1
+        return super()._get_thread(thread_id)
 
 
 class CountingVectors(InMemoryVectorStore):
@@ -603,6 +615,29 @@ def test_one_embedder_call_per_batch_and_a_cache(
     small.batch_size = 20
     memory.save_messages([m.model_copy(update={"content": f"new {m.id}"}) for m in batch])
     assert semantic.embedder.calls == 1 + 3  # 50 new texts in batches of 20
+
+
+def test_a_save_reads_its_thread_once(
+    counted: tuple[Memory, CountingStorage, CountingVectors],
+) -> None:
+    memory, storage, _ = counted
+    memory.create_thread("ada", thread_id="t", metadata={"project": "x"})
+    storage.thread_reads = 0
+    message = Message(id="m", thread_id="t", role="user", content="one message")
+    assert memory.save_messages([message]).indexed == ["m"]
+    assert storage.thread_reads == 1
+    memory.save_messages([message.model_copy(update={"content": "edited"})])
+    assert storage.thread_reads == 2
+    hits = memory.recall("t", vector_search_string="edited").hits
+    assert [h.message_id for h in hits] == ["m"]  # the thread's metadata reached the vector
+    assert (
+        memory.semantic.vector.query(  # type: ignore[union-attr]
+            memory.semantic.index_name(),
+            memory.semantic.embedder.embed(["edited"])[0],
+            1,  # type: ignore[union-attr]
+        )[0].metadata["project"]
+        == "x"
+    )
 
 
 def test_one_query_per_chunk_and_one_storage_trip(

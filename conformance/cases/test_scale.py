@@ -153,8 +153,8 @@ def _windows(thread: list[Message], targets: list[int], before: int, after: int)
     return {m.id for t in targets for m in thread[max(0, t - before) : t + after + 1]}
 
 
-def test_a_thousand_include_windows(storage: Storage, ids: Ids) -> None:
-    """Include windows of 1,002 targets in three threads of one resource (one more of
+def test_a_thousand_message_windows(storage: Storage, ids: Ids) -> None:
+    """Message windows of 1,002 targets in three threads of one resource (one more of
     another resource, which must not come back)."""
     rid = ids("scale-r")
     threads = [ids(f"scale-t{k}") for k in range(3)]
@@ -170,9 +170,9 @@ def test_a_thousand_include_windows(storage: Storage, ids: Ids) -> None:
         Include(id=by_thread[t][i].id, before=2, after=2) for t in threads for i in targets[t]
     ]
     include.append(Include(id=f"{other}-m00003", before=2, after=2))  # another resource's
-    page = storage.list_messages(threads[0], resource_id=rid, per_page=0, include=include)
+    windows = storage.message_windows(include, resource_id=rid)
     expected = set().union(*(_windows(by_thread[t], targets[t], 2, 2) for t in threads))
-    assert {m.id for m in page.items} == expected
+    assert {m.id for m in windows} == expected
 
 
 def test_recall_with_top_k_1000_and_neighbours(storage: Storage, ids: Ids) -> None:

@@ -163,28 +163,26 @@ def test_date_range(world: World) -> None:
     assert page.total == 3
 
 
-def test_include_windows(world: World) -> None:
-    page = world.s.list_messages(
-        world.t1,
-        resource_id=world.r1,
-        per_page=0,
-        include=[
+def test_message_windows(world: World) -> None:
+    windows = world.s.message_windows(
+        [
             Include(id=world.m(5), before=1, after=2),
             Include(id=world.m(10), before=3, after=1),  # another thread, same resource
             Include(id=world.m(0), before=2),
             Include(id=world.m(20), before=1, after=1),  # another resource: never
             Include(id=world.ids("ghost"), before=1),
         ],
+        resource_id=world.r1,
     )
-    assert world.names(page.items) == ["m00", "m04", "m05", "m06", "m07", "m10", "m11"]
+    assert world.names(windows) == ["m00", "m04", "m05", "m06", "m07", "m10", "m11"]
+    assert world.s.message_windows([]) == []
+    with pytest.raises(InvalidInputError):
+        world.s.message_windows([world.m(5)])  # type: ignore[list-item]
 
 
-def test_include_merges_with_page(world: World) -> None:
-    page = world.s.list_messages(
-        world.t1, per_page=2, order="desc", include=[Include(id=world.m(2), before=1)]
-    )
-    assert world.names(page.items) == ["m09", "m08", "m02", "m01"]
-    assert page.total == 10
+def test_message_windows_without_a_resource(world: World) -> None:
+    windows = world.s.message_windows([Include(id=world.m(20), before=1, after=1)])
+    assert world.names(windows) == ["m20", "m21"]
 
 
 def test_delete_messages(world: World) -> None:

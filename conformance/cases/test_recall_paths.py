@@ -1,0 +1,121 @@
+"""Group 7: `Memory.recall` and the processors are one recall path.
+
+Over the demo conversation (one user, four earlier threads, a new one with
+history), every question of its set, in both scopes and with several
+`top_k`/`message_range`: the processors hand the model exactly the messages
+of `Memory.recall(...).context` followed by the new user message, on the
+backend as storage and as vector store.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import recallstack
+from recallstack.adapters.memory.storage import InMemoryStorage
+from recallstack.adapters.memory.vector import InMemoryVectorStore
+from recallstack.core.memory import Memory
+from recallstack.core.messages import Message
+from recallstack.core.processor import RequestContext
+from recallstack.core.storage import Storage
+from recallstack.embedders.hashing import HashEmbedder
+
+DATA = json.loads((Path(recallstack.__file__).parent / "demo_conversation.json").read_text())
+CONFIGS: list[dict[str, Any]] = [
+    {"top_k": 3, "message_range": 1, "scope": "resource"},
+    {"top_k": 5, "message_range": {"before": 2, "after": 0}, "scope": "resource"},
+    {"top_k": 2, "message_range": 0, "scope": "thread"},
+]
+
+
+def _seed(memory: Memory, resource: str) -> str:
+    """The demo's threads under `resource`, and today's thread with two messages."""
+    for thread in DATA["threads"]:
+        thread_id = f"{resource}-{thread['id']}"
+        memory.create_thread(resource, thread_id=thread_id, title=thread["title"])
+        memory.save_messages(
+            [
+                Message(**{**m, "id": f"{resource}-{m['id']}"}, thread_id=thread_id)
+                for m in thread["messages"]
+            ]
+        )
+    today = f"{resource}-{DATA['today']['id']}"
+    memory.create_thread(resource, thread_id=today, title=DATA["today"]["title"])
+    start = datetime(2024, 6, 1, 9, tzinfo=UTC)
+    memory.save_messages(
+        [
+            Message(
+                id=f"{today}-0",
+                thread_id=today,
+                role="user",
+                content="Good morning!",
+                created_at=start,
+            ),
+            Message(
+                id=f"{today}-1",
+                thread_id=today,
+                role="assistant",
+                content="Morning! How is the sourdough starter doing?",
+                created_at=start + timedelta(minutes=1),
+            ),
+        ]
+    )
+    return today
+
+
+def _agree(memory: Memory, resource: str) -> None:
+    today = _seed(memory, resource)
+    asked = datetime(2024, 6, 1, 9, 5, tzinfo=UTC)
+    for config in CONFIGS:
+        overrides = {"last_messages": 4, "semantic_recall": config}
+        for query in DATA["queries"]:
+            question = Message(
+                id=f"{today}-q",
+                thread_id=today,
+                role="user",
+                content=query["text"],
+                created_at=asked,
+            )
+            context = RequestContext(today, resource, overrides)
+            messages = [question]
+            for processor in memory.processors:
+                messages = processor.process_input(messages, context)
+            recalled = memory.recall(today, resource, query["text"], thread_config=overrides)
+            assert recalled.hits, query["text"]
+            assert messages == [*recalled.context, question], (config, query["text"])
+            in_context = {m.id for m in recalled.context if m.role != "system"}
+            elsewhere = {m.id for m in recalled.messages if m.thread_id != today}
+            assert {m.id for m in recalled.messages} == in_context | elsewhere
+
+
+@pytest.fixture
+def over_vector(twin: Any) -> Iterator[Memory]:
+    """Memory with the backend as its vector store (the reference storage)."""
+    name = twin.index(64)
+    yield Memory(
+        InMemoryStorage(), twin.store, HashEmbedder(64), {"semantic_recall": {"index_name": name}}
+    )
+
+
+@pytest.fixture
+def over_storage(storage: Storage, ids: Any) -> Iterator[Memory]:
+    """Memory with the backend as its storage (the reference vector store)."""
+    ids("recall-paths")  # labels the report with this storage target
+    yield Memory(storage, InMemoryVectorStore(), HashEmbedder(64), {"semantic_recall": True})
+
+
+def test_one_recall_path_over_the_vector_store(over_vector: Memory) -> None:
+    _agree(over_vector, "paths-vector")
+
+
+def test_one_recall_path_over_storage(over_storage: Memory, ids: Any) -> None:
+    resource = ids("paths")
+    _agree(over_storage, resource)
+    for thread in [*DATA["threads"], DATA["today"]]:
+        over_storage.delete_thread(f"{resource}-{thread['id']}")
