@@ -34,6 +34,8 @@ nox.options.sessions = [
 ]
 nox.options.error_on_missing_interpreters = True
 
+TORCH = "torch==2.13.0"
+"""The CPU build; installed first so that sentence-transformers does not pull a CUDA one."""
 REPORTS = Path("reports")
 MATRIX = Path("docs/conformance.json")
 README = Path("README.md")
@@ -49,14 +51,11 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
-    """mypy --strict on the installed package (as users get it)."""
-    session.install(".[conformance,libsql,pg-server,qdrant,chroma,openai]", "mypy>=1.10")
+    """mypy --strict on the installed package (as users get it), with every extra."""
+    session.install(TORCH)
+    session.install(".[conformance,libsql,pg-server,qdrant,chroma,openai,local]", "mypy>=1.10")
     python = os.path.join(session.virtualenv.bin, "python")
     session.run("mypy", "-p", "recallstack", "--python-executable", python)
-
-
-TORCH = "torch==2.13.0"
-"""The CPU build; installed first so that sentence-transformers does not pull a CUDA one."""
 
 
 @nox.session(python=PYTHON)

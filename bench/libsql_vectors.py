@@ -24,7 +24,7 @@ import libsql
 import numpy as np
 
 from recallstack.adapters.libsql.vector import LibSQLVectorStore
-from recallstack.core.table_names import table_name
+from recallstack.adapters.table_names import table_name
 
 DIM = 384
 RESOURCES = 100

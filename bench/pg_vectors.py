@@ -31,11 +31,11 @@ from psycopg_pool import ConnectionPool
 from timing import compare, elapsed, timed
 from workload import DIM, clustered, scopes
 
-from recallstack.adapters.pg import server
 from recallstack.adapters.pg.sql_filters import compile_filter
+from recallstack.adapters.pg.targets import server
 from recallstack.adapters.pg.vector import PgVectorStore
+from recallstack.adapters.table_names import table_name
 from recallstack.core.filters import parse_filter
-from recallstack.core.table_names import table_name
 
 
 def run(url: str, size: int, queries: int) -> None:

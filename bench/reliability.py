@@ -50,7 +50,8 @@ from recallstack.core.errors import BackendError, RecallstackError
 from recallstack.core.metadata import epoch_ms
 from recallstack.core.semantic_recall import chunk_id
 
-logging.getLogger("recallstack").addHandler(logging.NullHandler())
+for _logger in ("recallstack", "psycopg"):
+    logging.getLogger(_logger).addHandler(logging.NullHandler())
 """The failures this suite provokes are counted in its table, not printed one by one."""
 
 EMBEDDER = "hash/32"

@@ -257,3 +257,26 @@ def ids(request: pytest.FixtureRequest, storage: Any, storage_target: Any) -> It
     yield make
     for thread_id in made:
         storage.delete_thread(thread_id)
+
+
+@pytest.fixture
+def memory_over_vector(twin: Any) -> Iterator[Any]:
+    """A `Memory` with the backend as its vector store (reference storage, hash embedder)."""
+    from recallstack.adapters.memory.storage import InMemoryStorage
+    from recallstack.core.memory import Memory
+    from recallstack.embedders.hashing import HashEmbedder
+
+    name = twin.index(32)
+    options = {"semantic_recall": {"index_name": name}}
+    yield Memory(InMemoryStorage(), twin.store, HashEmbedder(32), options)
+
+
+@pytest.fixture
+def memory_over_storage(storage: Any, ids: Any) -> Iterator[Any]:
+    """A `Memory` with the backend as its storage (reference vector store, hash embedder)."""
+    from recallstack.adapters.memory.vector import InMemoryVectorStore
+    from recallstack.core.memory import Memory
+    from recallstack.embedders.hashing import HashEmbedder
+
+    ids("memory")  # labels the report with this storage target
+    yield Memory(storage, InMemoryVectorStore(), HashEmbedder(32), {"semantic_recall": True})

@@ -93,7 +93,7 @@ class Report(BaseModel):
         """The matrix: one row per backend, kind and mode; one column per case group."""
         header = ["backend", "kind", "mode", *(g.split(". ")[0] for g in GROUP_NAMES)]
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        notes: list[str] = []
+        notes: dict[str, None] = {}  # one line per backend, kind and group, in order
         for t in self.targets:
             cells = []
             for group in GROUP_NAMES:
@@ -103,17 +103,20 @@ class Report(BaseModel):
                 else:
                     cells.append(result.status + (" ¹" if result.unsupported else ""))
                     if result.unsupported:
-                        notes.append(
-                            f"{t.backend} ({t.kind}), {group}: raises the documented error "
-                            f"for {', '.join(result.unsupported)}"
-                        )
+                        note = f"{t.backend} ({t.kind}), {group}: {', '.join(result.unsupported)}"
+                        notes[note] = None
             mode = t.mode + (f" — stand-in: {t.stand_in}" if t.stand_in else "")
             if t.approximate:
-                mode += f" — approximate: recall ≥ {RECALL_TOLERANCE} of the exact top-K"
+                mode += " ≈"
             lines.append("| " + " | ".join([t.backend, t.kind, mode, *cells]) + " |")
         legend = ", ".join(GROUP_NAMES)
-        lines += ["", f"Groups: {legend}.", "n/a: the group does not apply to this kind."]
+        lines += [
+            "",
+            f"Groups: {legend}.",
+            "n/a: the group does not apply to this kind. "
+            f"≈ approximate search: recall ≥ {RECALL_TOLERANCE} of the exact top-K.",
+        ]
         if notes:
-            lines += ["", "¹ Unsupported (checked to raise the documented error):"]
+            lines += ["", "¹ Unsupported, and checked to raise the documented error:"]
             lines += [f"- {n}" for n in notes]
         return "\n".join(lines) + "\n"

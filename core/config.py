@@ -1,4 +1,4 @@
-"""Memory configuration, with the spec's defaults (semantic-recall.md §3)."""
+"""Memory configuration, with the defaults of docs/spec/semantic-recall.md §3."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@
 returns a small typed tree. `matches` is the reference evaluator every backend
 is checked against. Adapters compile the tree with `walk` and `operators_in`;
 `Capabilities.unsupported` says what a backend must refuse.
-Semantics: ../shared/spec/backends.md §5.
+Semantics: docs/spec/backends.md §5.
 """
 
 from __future__ import annotations

@@ -14,14 +14,17 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
+    from recallstack.core.embedder import Embedder
     from recallstack.core.registry import Backend, ConformanceTarget
+    from recallstack.core.storage import Storage
+    from recallstack.core.vector_store import VectorStore
 
 hookspec = pluggy.HookspecMarker("recallstack")
 hookimpl = pluggy.HookimplMarker("recallstack")
 
 
 @hookspec
-def register_vector_stores(register: Callable[[Backend], None]) -> None:
+def register_vector_stores(register: Callable[[Backend[VectorStore]], None]) -> None:
     """Register vector store backends: `register(Backend(kind="vector", ...))`.
 
     The factory receives the URL and keyword options and returns a `VectorStore`.
@@ -29,7 +32,7 @@ def register_vector_stores(register: Callable[[Backend], None]) -> None:
 
 
 @hookspec
-def register_storages(register: Callable[[Backend], None]) -> None:
+def register_storages(register: Callable[[Backend[Storage]], None]) -> None:
     """Register storage backends: `register(Backend(kind="storage", ...))`.
 
     The factory receives the URL and keyword options and returns a `Storage`.
@@ -37,7 +40,7 @@ def register_storages(register: Callable[[Backend], None]) -> None:
 
 
 @hookspec
-def register_embedders(register: Callable[[Backend], None]) -> None:
+def register_embedders(register: Callable[[Backend[Embedder]], None]) -> None:
     """Register embedders: `register(Backend(kind="embedder", schemes=("provider",), ...))`.
 
     They are chosen by `provider/model` strings; the factory receives the whole

@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar, overload
 
 import pluggy
 
@@ -15,6 +15,7 @@ from recallstack.core import hookspecs
 from recallstack.core.capabilities import Capabilities
 from recallstack.core.embedder import Embedder
 from recallstack.core.errors import (
+    BackendError,
     InvalidInputError,
     MissingDependencyError,
     UnknownBackendError,
@@ -28,14 +29,19 @@ ENTRY_POINT_GROUP = "recallstack"
 DISABLE_ENV = "RECALLSTACK_DISABLE_PLUGINS"
 
 
+Made = TypeVar("Made", VectorStore, Storage, Embedder)
+"""What a backend's factory makes: a vector store, a storage or an embedder."""
+MAKES: dict[Kind, type[Any]] = {"vector": VectorStore, "storage": Storage, "embedder": Embedder}
+
+
 @dataclass(frozen=True)
-class Backend:
+class Backend(Generic[Made]):
     """One backend a plugin offers: its name, URL schemes, factory and capabilities."""
 
     kind: Kind
     name: str
     schemes: tuple[str, ...]
-    factory: Callable[..., Any]
+    factory: Callable[..., Made]
     """Called with the URL (or `provider/model` string) and keyword options."""
     capabilities: Capabilities | None = None
     extra: str | None = None
@@ -74,17 +80,17 @@ class ConformanceTarget:
 class Registry:
     """Every backend that the enabled plugins registered, by kind."""
 
-    backends: dict[Kind, dict[str, Backend]] = field(
+    backends: dict[Kind, dict[str, Backend[Any]]] = field(
         default_factory=lambda: {"vector": {}, "storage": {}, "embedder": {}}
     )
     targets: list[ConformanceTarget] = field(default_factory=list)
     plugins: list[str] = field(default_factory=list)
 
-    def all(self) -> Iterator[Backend]:
+    def all(self) -> Iterator[Backend[Any]]:
         for table in self.backends.values():
             yield from table.values()
 
-    def find(self, kind: Kind, spec: str) -> Backend:
+    def find(self, kind: Kind, spec: str) -> Backend[Any]:
         """The backend of this kind answering a URL, a `provider/model` or a name."""
         if not isinstance(spec, str) or not spec:
             raise InvalidInputError(f"a {kind} backend is chosen by a non-empty string")
@@ -101,27 +107,36 @@ class Registry:
             f"no {kind} backend answers {redact(spec)!r}; known: {', '.join(known) or 'none'}"
         )
 
-    def create(self, kind: Kind, spec: str, **options: Any) -> Any:
+    @overload
+    def create(self, kind: Literal["vector"], spec: str, **options: Any) -> VectorStore: ...
+    @overload
+    def create(self, kind: Literal["storage"], spec: str, **options: Any) -> Storage: ...
+    @overload
+    def create(self, kind: Literal["embedder"], spec: str, **options: Any) -> Embedder: ...
+
+    def create(self, kind: Kind, spec: str, **options: Any) -> VectorStore | Storage | Embedder:
+        """Build the backend answering `spec`; a plugin whose factory makes something
+        else than its kind is named in the error."""
         backend = self.find(kind, spec)
         module = backend.missing_module()
         if module is not None:
             raise MissingDependencyError(backend.name, module, backend.extra or backend.name)
-        return backend.factory(spec, **options)
+        made = backend.factory(spec, **options)
+        if not isinstance(made, MAKES[kind]):
+            raise BackendError(
+                f"plugin {backend.plugin!r}: {kind} backend {backend.name!r} made a "
+                f"{type(made).__name__}, not a {MAKES[kind].__name__}"
+            )
+        return made  # type: ignore[no-any-return]
 
     def vector_store(self, url: str, **options: Any) -> VectorStore:
-        store = self.create("vector", url, **options)
-        assert isinstance(store, VectorStore)
-        return store
+        return self.create("vector", url, **options)
 
     def storage(self, url: str, **options: Any) -> Storage:
-        storage = self.create("storage", url, **options)
-        assert isinstance(storage, Storage)
-        return storage
+        return self.create("storage", url, **options)
 
     def embedder(self, spec: str, **options: Any) -> Embedder:
-        embedder = self.create("embedder", spec, **options)
-        assert isinstance(embedder, Embedder)
-        return embedder
+        return self.create("embedder", spec, **options)
 
 
 def plugin_manager(disabled: Iterable[str] = ()) -> pluggy.PluginManager:
@@ -154,8 +169,8 @@ def build_registry(pm: pluggy.PluginManager) -> Registry:
     return registry
 
 
-def _adder(registry: Registry, kind: str, plugin: str) -> Callable[[Backend], None]:
-    def register(backend: Backend) -> None:
+def _adder(registry: Registry, kind: str, plugin: str) -> Callable[[Backend[Any]], None]:
+    def register(backend: Backend[Any]) -> None:
         if backend.kind != kind:
             raise InvalidInputError(
                 f"plugin {plugin!r} registered a {backend.kind} backend from the {kind} hook"
@@ -171,7 +186,7 @@ def _adder(registry: Registry, kind: str, plugin: str) -> Callable[[Backend], No
     return register
 
 
-_T = TypeVar("_T", Backend, ConformanceTarget)
+_T = TypeVar("_T", Backend[Any], ConformanceTarget)
 
 
 def _named(item: _T, plugin: str) -> _T:

@@ -1,4 +1,4 @@
-"""The storage contract (backends.md §4): threads, messages, resources.
+"""The storage contract (docs/spec/backends.md §4): threads, messages, resources.
 
 Storage is the source of truth. Public methods check arguments and the
 thread/resource invariants, then call the adapter's `_`-methods.

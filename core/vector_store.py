@@ -1,4 +1,4 @@
-"""The vector store contract (backends.md §2).
+"""The vector store contract (docs/spec/backends.md §2).
 
 Public methods validate every argument, then call the adapter's `_`-methods,
 so bad input is refused the same way on every backend and before anything is
@@ -44,7 +44,7 @@ Method = TypeVar("Method", bound=Callable[..., Any])
 
 def wraps_driver_errors(method: Method) -> Method:
     """Re-raise what the store's `driver_errors` catch as `BackendError`, the original
-    kept as its cause (backends.md §2); recallstack's own errors pass unchanged."""
+    kept as its cause (docs/spec/backends.md §2); recallstack's own errors pass unchanged."""
 
     @functools.wraps(method)
     def call(self: VectorStore, *args: Any, **kwargs: Any) -> Any:

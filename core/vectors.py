@@ -34,7 +34,7 @@ class IndexStats(BaseModel):
 
 
 class QueryResult(BaseModel):
-    """One hit. `score` follows the one convention: higher is better (backends.md §3)."""
+    """One hit. `score` follows the one convention: higher is better (docs/spec/backends.md §3)."""
 
     model_config = ConfigDict(frozen=True)
 

@@ -5,30 +5,31 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from recallstack.core.embedder import Embedder
 from recallstack.core.hookspecs import hookimpl
 from recallstack.core.registry import Backend
 
 
-def _hash(spec: str, **options: Any) -> Any:
+def _hash(spec: str, **options: Any) -> Embedder:
     from recallstack.embedders.hashing import from_spec
 
     return from_spec(spec)
 
 
-def _local(spec: str, **options: Any) -> Any:
+def _local(spec: str, **options: Any) -> Embedder:
     from recallstack.embedders.local import from_spec
 
     return from_spec(spec, **options)
 
 
-def _openai(spec: str, **options: Any) -> Any:
+def _openai(spec: str, **options: Any) -> Embedder:
     from recallstack.embedders.openai import from_spec
 
     return from_spec(spec, **options)
 
 
 @hookimpl
-def register_embedders(register: Callable[[Backend], None]) -> None:
+def register_embedders(register: Callable[[Backend[Embedder]], None]) -> None:
     register(
         Backend(
             kind="embedder",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +91,8 @@ def _load(path: Path, device: str) -> tuple[Any, Any]:
                 from transformers.utils import logging as transformers_logging
             except ImportError as exc:
                 raise MissingDependencyError("local", "sentence_transformers", "local") from exc
-            transformers_logging.disable_progress_bar()
+            quiet: Callable[[], None] = transformers_logging.disable_progress_bar  # untyped
+            quiet()
             model = SentenceTransformer(str(path), device=device)
             tokenizer = Tokenizer.from_str(model.tokenizer.backend_tokenizer.to_str())
             tokenizer.no_truncation()

@@ -59,7 +59,7 @@ def _visible(path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[str]:
     """One private Postgres + pgvector for the session (or $RECALLSTACK_PG_URL)."""
-    from recallstack.adapters.pg import server
+    from recallstack.adapters.pg.targets import server
 
     with server() as url:
         yield url

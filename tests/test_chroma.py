@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from recallstack.adapters.chroma import server
 from recallstack.adapters.chroma.metadata import JSON, KINDS, decode, encode
 from recallstack.adapters.chroma.store import ChromaVectorStore, connect, score_of
+from recallstack.adapters.chroma.targets import server
 from recallstack.core.errors import BackendError, IndexNotFoundError, InvalidInputError
 from recallstack.core.registry import registry
 

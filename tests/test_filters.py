@@ -1,4 +1,4 @@
-"""The filter language: every operator row, shape rule and error of backends.md §5."""
+"""The filter language: every operator row, shape rule and error of docs/spec/backends.md §5."""
 
 from __future__ import annotations
 

@@ -10,15 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from recallstack.adapters.key_encoding import decode_key, encode_key
 from recallstack.adapters.libsql.database import Database, Location, parse_url
 from recallstack.adapters.libsql.storage import MIGRATIONS, LibSQLStorage
 from recallstack.adapters.libsql.vector import LibSQLVectorStore
+from recallstack.adapters.table_names import table_name
 from recallstack.core.errors import BackendError, InvalidInputError
-from recallstack.core.key_encoding import decode_key, encode_key
 from recallstack.core.messages import Message
 from recallstack.core.records import Thread
 from recallstack.core.registry import registry
-from recallstack.core.table_names import table_name
 
 
 @pytest.mark.parametrize(

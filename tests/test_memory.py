@@ -1,4 +1,4 @@
-"""Memory end to end: every rule of semantic-recall.md, on every landed backend."""
+"""Memory end to end: every rule of docs/spec/semantic-recall.md, on every landed backend."""
 
 from __future__ import annotations
 
@@ -138,7 +138,7 @@ def test_every_backend_gives_identical_results(
     assert all(result == results[0] for result in results)
 
 
-# ---- the regressions of spec §9 --------------------------------------------------------
+# ---- the regressions of semantic-recall.md §9 ------------------------------------------
 
 
 def test_index_name_has_model_and_dimension_on_every_path(

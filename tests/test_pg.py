@@ -11,9 +11,9 @@ import pytest
 from recallstack.adapters.pg.database import JSONB_OID, Database, jsonb_loader
 from recallstack.adapters.pg.storage import MIGRATIONS, PgStorage
 from recallstack.adapters.pg.vector import PgVectorStore
+from recallstack.adapters.table_names import table_name
 from recallstack.core.errors import BackendError, IndexNotFoundError, InvalidInputError
 from recallstack.core.registry import registry
-from recallstack.core.table_names import table_name
 
 
 def indexes(url: str, table: str) -> set[str]:

@@ -13,7 +13,12 @@ import pytest
 
 from recallstack.adapters.memory.vector import InMemoryVectorStore
 from recallstack.core import hookspecs
-from recallstack.core.errors import InvalidInputError, MissingDependencyError, UnknownBackendError
+from recallstack.core.errors import (
+    BackendError,
+    InvalidInputError,
+    MissingDependencyError,
+    UnknownBackendError,
+)
 from recallstack.core.registry import build_registry, plugin_manager, registry
 
 
@@ -36,6 +41,30 @@ def test_third_party_plugin_is_found(example_plugin: Path) -> None:
     assert store.list_indexes() == ["i"]
     targets = {(t.backend, t.kind, t.plugin) for t in registry.targets}
     assert {("example", "vector", "example"), ("memory", "vector", "memory")} <= targets
+
+
+def test_third_party_storage_and_embedder(example_plugin: Path) -> None:
+    from recallstack.core.memory import Memory
+    from recallstack.core.messages import Message
+
+    registry = build_registry(plugin_manager())
+    assert registry.find("storage", "example://").plugin == "example"
+    assert registry.find("embedder", "example/lengths").plugin == "example"
+    storage = registry.storage("example://")
+    embedder = registry.embedder("example/lengths")
+    with Memory(storage, "memory://", embedder, {"semantic_recall": True}) as memory:
+        memory.create_thread("ada", thread_id="t")
+        saved = memory.save_messages([Message(thread_id="t", role="user", content="hello")])
+        assert saved.not_indexed == []
+        assert memory.recall("t", vector_search_string="hello").hits
+
+
+def test_a_factory_of_the_wrong_kind_is_named(example_plugin: Path) -> None:
+    registry = build_registry(plugin_manager())
+    with pytest.raises(
+        BackendError, match="plugin 'example': storage backend 'example-wrong' made a str"
+    ):
+        registry.storage("wrong://")
 
 
 def test_missing_driver_names_the_extra(example_plugin: Path) -> None:

@@ -1,4 +1,4 @@
-"""The reference vector store honours every method and error of backends.md §2-3."""
+"""The reference vector store honours every method and error of docs/spec/backends.md §2 and §3."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from recallstack.core.key_encoding import decode_key, encode_key
+from recallstack.adapters.key_encoding import decode_key, encode_key
 from recallstack.core.metadata import Metadata
 
 JSON = "\x00json"

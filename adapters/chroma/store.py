@@ -20,11 +20,11 @@ import numpy as np
 from recallstack.adapters.chroma import CAPABILITIES
 from recallstack.adapters.chroma.filters import compile_filter
 from recallstack.adapters.chroma.metadata import decode, encode
+from recallstack.adapters.table_names import table_name
 from recallstack.core.errors import BackendError, IndexNotFoundError, InvalidInputError
 from recallstack.core.filters import Node
 from recallstack.core.metadata import Metadata
 from recallstack.core.scores import Matrix, best, past_ties, ranked, score
-from recallstack.core.table_names import table_name
 from recallstack.core.urls import endpoint, redact, scrub
 from recallstack.core.vector_store import VectorBatch, VectorStore, wraps_driver_errors
 from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult, trusted_hit

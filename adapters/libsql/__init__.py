@@ -7,16 +7,15 @@ URLs: `libsql:///relative/path.db`, `libsql:////absolute/path.db`,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
-from tempfile import TemporaryDirectory
+from collections.abc import Callable
 from typing import Any
 
 from recallstack.core.capabilities import Capabilities
 from recallstack.core.filters import ALL_OPERATORS
 from recallstack.core.hookspecs import hookimpl
 from recallstack.core.registry import Backend, ConformanceTarget
+from recallstack.core.storage import Storage
+from recallstack.core.vector_store import VectorStore
 
 CAPABILITIES = Capabilities(
     operators=ALL_OPERATORS, index_types=frozenset({"flat", "diskann"}), exact=True
@@ -24,20 +23,20 @@ CAPABILITIES = Capabilities(
 """Exact by default; `index_config={"type": "diskann"}` opts one index into libSQL's ANN."""
 
 
-def _vector_store(url: str, **options: Any) -> Any:
+def _vector_store(url: str, **options: Any) -> VectorStore:
     from recallstack.adapters.libsql.vector import LibSQLVectorStore
 
     return LibSQLVectorStore(url, **options)
 
 
-def _storage(url: str, **options: Any) -> Any:
+def _storage(url: str, **options: Any) -> Storage:
     from recallstack.adapters.libsql.storage import LibSQLStorage
 
     return LibSQLStorage(url, **options)
 
 
 @hookimpl
-def register_vector_stores(register: Callable[[Backend], None]) -> None:
+def register_vector_stores(register: Callable[[Backend[VectorStore]], None]) -> None:
     register(
         Backend(
             kind="vector",
@@ -53,7 +52,7 @@ def register_vector_stores(register: Callable[[Backend], None]) -> None:
 
 
 @hookimpl
-def register_storages(register: Callable[[Backend], None]) -> None:
+def register_storages(register: Callable[[Backend[Storage]], None]) -> None:
     register(
         Backend(
             kind="storage",
@@ -67,19 +66,14 @@ def register_storages(register: Callable[[Backend], None]) -> None:
     )
 
 
-@contextmanager
-def _file() -> Iterator[str]:
-    with TemporaryDirectory(prefix="recallstack-libsql-") as tmp:
-        yield f"libsql:///{Path(tmp) / 'conformance.db'}"
-
-
-@contextmanager
-def _in_memory() -> Iterator[str]:
-    yield "libsql://:memory:"
-
-
 @hookimpl
 def register_conformance_targets(register: Callable[[ConformanceTarget], None]) -> None:
+    from recallstack.adapters.libsql import targets
+
     for kind in ("vector", "storage"):
-        register(ConformanceTarget(backend="libsql", kind=kind, start=_file, mode="file"))
-    register(ConformanceTarget(backend="libsql", kind="vector", start=_in_memory, mode=":memory:"))
+        register(
+            ConformanceTarget(backend="libsql", kind=kind, start=targets.database_file, mode="file")
+        )
+    register(
+        ConformanceTarget(backend="libsql", kind="vector", start=targets.in_memory, mode=":memory:")
+    )

@@ -13,8 +13,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from recallstack.adapters.key_encoding import decode_key, encode_key, map_keys
 from recallstack.core.filters import Condition, Logical, Node, Not
-from recallstack.core.key_encoding import decode_key, encode_key, map_keys
 from recallstack.core.metadata import Scalar
 
 _NUMBER = "('integer', 'real')"

@@ -33,11 +33,11 @@ from recallstack.adapters.libsql.sql_filters import (
     encode_document,
     index_statements,
 )
+from recallstack.adapters.table_names import table_name
 from recallstack.core.errors import UnsupportedFeatureError
 from recallstack.core.filters import Node
 from recallstack.core.metadata import Metadata
 from recallstack.core.scores import Matrix, best, row_norms, score
-from recallstack.core.table_names import table_name
 from recallstack.core.vector_store import VectorBatch, VectorStore
 from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult, trusted_hit
 

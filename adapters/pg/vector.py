@@ -18,6 +18,7 @@ from typing import Any, Literal
 from recallstack.adapters.pg import CAPABILITIES
 from recallstack.adapters.pg.database import Database
 from recallstack.adapters.pg.sql_filters import compile_filter, index_statements
+from recallstack.adapters.table_names import table_name
 from recallstack.core.errors import (
     BackendError,
     IndexNotFoundError,
@@ -27,7 +28,6 @@ from recallstack.core.errors import (
 from recallstack.core.filters import Node
 from recallstack.core.metadata import Metadata
 from recallstack.core.scores import Matrix, from_distance, past_ties, ranked
-from recallstack.core.table_names import table_name
 from recallstack.core.vector_store import VectorBatch, VectorStore
 from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult
 

@@ -8,15 +8,14 @@ mode, a Python re-implementation meant for tests), `qdrant://host:6333`
 
 from __future__ import annotations
 
-import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 from recallstack.core.capabilities import Capabilities
 from recallstack.core.filters import ALL_OPERATORS
 from recallstack.core.hookspecs import hookimpl
 from recallstack.core.registry import Backend, ConformanceTarget
+from recallstack.core.vector_store import VectorStore
 
 CAPABILITIES = Capabilities(
     operators=ALL_OPERATORS,
@@ -27,20 +26,20 @@ CAPABILITIES = Capabilities(
 """Qdrant has no string ranges; `search="exact"` makes every query exact."""
 
 
-def _edge(url: str, search: Any = "auto", **options: Any) -> Any:
+def _edge(url: str, search: Any = "auto", **options: Any) -> VectorStore:
     from recallstack.adapters.qdrant.store import QdrantVectorStore
 
     return QdrantVectorStore(url, "qdrant-edge", search, **options)
 
 
-def _client(url: str, search: Any = "auto", **options: Any) -> Any:
+def _client(url: str, search: Any = "auto", **options: Any) -> VectorStore:
     from recallstack.adapters.qdrant.store import QdrantVectorStore
 
     return QdrantVectorStore(url, "qdrant", search, **options)
 
 
 @hookimpl
-def register_vector_stores(register: Callable[[Backend], None]) -> None:
+def register_vector_stores(register: Callable[[Backend[VectorStore]], None]) -> None:
     register(
         Backend(
             kind="vector",
@@ -67,39 +66,29 @@ def register_vector_stores(register: Callable[[Backend], None]) -> None:
     )
 
 
-@contextmanager
-def _edge_folder() -> Iterator[str]:
-    with tempfile.TemporaryDirectory(prefix="recallstack-qdrant-edge-") as tmp:
-        yield f"qdrant+edge:///{tmp}"
-
-
-@contextmanager
-def _local_folder() -> Iterator[str]:
-    with tempfile.TemporaryDirectory(prefix="recallstack-qdrant-local-") as tmp:
-        yield f"qdrant+local:///{tmp}"
-
-
 @hookimpl
 def register_conformance_targets(register: Callable[[ConformanceTarget], None]) -> None:
+    from recallstack.adapters.qdrant import targets
+
     register(
         ConformanceTarget(
             backend="qdrant-edge",
             kind="vector",
-            start=_edge_folder,
+            start=targets.edge_folder,
             mode="in process, exact",
             options={"search": "exact"},
         )
     )
     register(
         ConformanceTarget(
-            backend="qdrant-edge", kind="vector", start=_edge_folder, mode="in process"
+            backend="qdrant-edge", kind="vector", start=targets.edge_folder, mode="in process"
         )
     )
     register(
         ConformanceTarget(
             backend="qdrant",
             kind="vector",
-            start=_local_folder,
+            start=targets.local_folder,
             mode="client local mode",
             options={"search": "exact"},
         )

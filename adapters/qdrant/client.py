@@ -14,10 +14,9 @@ from typing import Any
 from uuid import UUID
 
 from recallstack.adapters.qdrant.filters import Dialect
-from recallstack.adapters.qdrant.payload import point_id
-from recallstack.adapters.qdrant.store import INDEXED_FIELDS
+from recallstack.adapters.qdrant.payload import INDEXED_FIELDS, point_id
+from recallstack.adapters.table_names import table_name
 from recallstack.core.errors import IndexNotFoundError, InvalidInputError
-from recallstack.core.table_names import table_name
 from recallstack.core.urls import endpoint, redact
 from recallstack.core.vectors import IndexConfig, Metric
 

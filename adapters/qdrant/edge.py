@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from recallstack.adapters.qdrant.filters import Dialect
-from recallstack.adapters.qdrant.store import INDEXED_FIELDS
+from recallstack.adapters.qdrant.payload import INDEXED_FIELDS
+from recallstack.adapters.table_names import table_name
 from recallstack.core.errors import IndexNotFoundError, InvalidInputError, is_positive_int
-from recallstack.core.table_names import table_name
 from recallstack.core.urls import redact
 from recallstack.core.vectors import IndexConfig, Metric
 

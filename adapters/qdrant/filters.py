@@ -1,4 +1,4 @@
-"""Filters compiled to Qdrant's filter model, exactly (backends.md §5).
+"""Filters compiled to Qdrant's filter model, exactly (docs/spec/backends.md §5).
 
 One compiler serves the Edge engine and the client (local mode and servers):
 it builds a small neutral tree, and each mode turns it into its own model

@@ -4,7 +4,7 @@ A point's payload is its metadata, flat at the top level, plus reserved keys:
 `-id` (the caller's id), `-p` (paths holding an empty list, when there are
 any) and `-n` (a cosine vector's length, when it is not 1: Qdrant normalises
 them, and `include_vector` returns what was stored).
-- Metadata keys are encoded (`recallstack.core.key_encoding`), so any key is
+- Metadata keys are encoded (`recallstack.adapters.key_encoding`), so any key is
   a plain path. An encoded key's `-` is always followed by two hex digits, so
   no metadata key can be a reserved one.
 - The metadata is not nested under a key of its own: Edge's Python binding
@@ -25,12 +25,14 @@ import uuid
 from hashlib import sha1
 from typing import Any
 
-from recallstack.core.key_encoding import decode_key, encode_key
+from recallstack.adapters.key_encoding import decode_key, encode_key
 from recallstack.core.metadata import Metadata, Scalar
 
 NAMESPACE = uuid.UUID("5f0b9e8c-1c9a-4d0e-9d5b-7e3f8a2c6b41")
 TRUE, FALSE = "\x00T", "\x00F"
 ID, EMPTY_LISTS, LENGTH = "-id", "-p", "-n"
+INDEXED_FIELDS = (EMPTY_LISTS, "resource_id", "thread_id")
+"""Keyword payload indexes (both drivers create them): presence paths and memory's scope keys."""
 RESERVED = frozenset({ID, EMPTY_LISTS, LENGTH})
 _FLOAT, _BITS = struct.Struct("<d"), struct.Struct("<q")
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from recallstack.adapters.qdrant import CAPABILITIES
 from recallstack.adapters.qdrant.filters import Dialect, compile_filter
-from recallstack.adapters.qdrant.payload import EMPTY_LISTS, ID, decode, encode, length, point_id
+from recallstack.adapters.qdrant.payload import ID, decode, encode, length, point_id
 from recallstack.core.errors import IndexNotFoundError
 from recallstack.core.filters import Node
 from recallstack.core.metadata import Metadata
@@ -24,8 +24,6 @@ from recallstack.core.vector_store import VectorBatch, VectorStore, wraps_driver
 from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult
 
 BATCH = 512
-INDEXED_FIELDS = (EMPTY_LISTS, "resource_id", "thread_id")
-"""Keyword payload indexes: presence paths and memory's scope keys."""
 
 
 class Driver(Protocol):

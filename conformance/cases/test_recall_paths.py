@@ -10,21 +10,14 @@ backend as storage and as vector store.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import recallstack
-from recallstack.adapters.memory.storage import InMemoryStorage
-from recallstack.adapters.memory.vector import InMemoryVectorStore
 from recallstack.core.memory import Memory
 from recallstack.core.messages import Message
 from recallstack.core.processor import RequestContext
-from recallstack.core.storage import Storage
-from recallstack.embedders.hashing import HashEmbedder
 
 DATA = json.loads((Path(recallstack.__file__).parent / "demo_conversation.json").read_text())
 CONFIGS: list[dict[str, Any]] = [
@@ -94,28 +87,12 @@ def _agree(memory: Memory, resource: str) -> None:
             assert {m.id for m in recalled.messages} == in_context | elsewhere
 
 
-@pytest.fixture
-def over_vector(twin: Any) -> Iterator[Memory]:
-    """Memory with the backend as its vector store (the reference storage)."""
-    name = twin.index(64)
-    yield Memory(
-        InMemoryStorage(), twin.store, HashEmbedder(64), {"semantic_recall": {"index_name": name}}
-    )
+def test_one_recall_path_over_the_vector_store(memory_over_vector: Memory) -> None:
+    _agree(memory_over_vector, "paths-vector")
 
 
-@pytest.fixture
-def over_storage(storage: Storage, ids: Any) -> Iterator[Memory]:
-    """Memory with the backend as its storage (the reference vector store)."""
-    ids("recall-paths")  # labels the report with this storage target
-    yield Memory(storage, InMemoryVectorStore(), HashEmbedder(64), {"semantic_recall": True})
-
-
-def test_one_recall_path_over_the_vector_store(over_vector: Memory) -> None:
-    _agree(over_vector, "paths-vector")
-
-
-def test_one_recall_path_over_storage(over_storage: Memory, ids: Any) -> None:
+def test_one_recall_path_over_storage(memory_over_storage: Memory, ids: Any) -> None:
     resource = ids("paths")
-    _agree(over_storage, resource)
+    _agree(memory_over_storage, resource)
     for thread in [*DATA["threads"], DATA["today"]]:
-        over_storage.delete_thread(f"{resource}-{thread['id']}")
+        memory_over_storage.delete_thread(f"{resource}-{thread['id']}")

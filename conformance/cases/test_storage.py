@@ -1,4 +1,4 @@
-"""Group 8: storage of threads, messages and resources (backends.md §4)."""
+"""Group 8: storage of threads, messages and resources (docs/spec/backends.md §4)."""
 
 from __future__ import annotations
 

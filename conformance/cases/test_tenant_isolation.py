@@ -12,7 +12,6 @@ name A's messages only.)
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,13 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from recallstack.adapters.memory.storage import InMemoryStorage
-from recallstack.adapters.memory.vector import InMemoryVectorStore
 from recallstack.core.errors import InvalidInputError
 from recallstack.core.memory import Memory
 from recallstack.core.messages import Message
-from recallstack.core.storage import Storage
-from recallstack.embedders.hashing import HashEmbedder
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 WORDS = ["lisbon", "hotel", "river", "pasta", "garlic", "train", "museum", "coffee"]
@@ -161,33 +156,17 @@ PROPERTY = settings(
 )
 
 
-@pytest.fixture
-def over_vector(twin: Any) -> Iterator[Memory]:
-    """Memory with the backend as its vector store (the reference storage)."""
-    name = twin.index(32)
-    yield Memory(
-        InMemoryStorage(), twin.store, HashEmbedder(32), {"semantic_recall": {"index_name": name}}
-    )
-
-
-@pytest.fixture
-def over_storage(storage: Storage, ids: Any) -> Iterator[Memory]:
-    """Memory with the backend as its storage (the reference vector store)."""
-    ids("isolation")  # labels the report with this storage target
-    yield Memory(storage, InMemoryVectorStore(), HashEmbedder(32), {"semantic_recall": True})
-
-
 @PROPERTY
 @given(steps=ops)
 def test_one_resource_never_reaches_another_through_the_vector_store(
-    over_vector: Memory, steps: list[tuple[str, Any, Any]]
+    memory_over_vector: Memory, steps: list[tuple[str, Any, Any]]
 ) -> None:
-    _check(over_vector, steps)
+    _check(memory_over_vector, steps)
 
 
 @PROPERTY
 @given(steps=ops)
 def test_one_resource_never_reaches_another_through_storage(
-    over_storage: Memory, steps: list[tuple[str, Any, Any]]
+    memory_over_storage: Memory, steps: list[tuple[str, Any, Any]]
 ) -> None:
-    _check(over_storage, steps)
+    _check(memory_over_storage, steps)

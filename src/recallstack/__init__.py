@@ -8,6 +8,7 @@ from recallstack.core.embedder import Embedder, index_name
 from recallstack.core.errors import (
     BackendError,
     DimensionMismatchError,
+    EmbeddingRefusedError,
     FilterError,
     IndexNotFoundError,
     InvalidInputError,
@@ -29,7 +30,7 @@ from recallstack.core.memory import (
 )
 from recallstack.core.message_history import MessageHistory
 from recallstack.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
-from recallstack.core.processor import RequestContext
+from recallstack.core.processor import Processor, RequestContext
 from recallstack.core.records import Include, Page, Resource, Thread
 from recallstack.core.registry import Backend, ConformanceTarget, registry
 from recallstack.core.semantic_recall import Hit, SemanticRecall
@@ -46,6 +47,7 @@ __all__ = [
     "ConformanceTarget",
     "DimensionMismatchError",
     "Embedder",
+    "EmbeddingRefusedError",
     "FilterError",
     "Hit",
     "Include",
@@ -61,6 +63,7 @@ __all__ = [
     "MissingDependencyError",
     "NotFoundError",
     "Page",
+    "Processor",
     "QueryResult",
     "RecallResult",
     "RecallstackError",

@@ -272,7 +272,7 @@ def reindex(stores: tuple[str, str, str], batch_size: int, quiet: bool) -> None:
         sys.exit(EXIT_FAILURE)
 
 
-def _describe(backend: Backend) -> dict[str, Any]:
+def _describe(backend: Backend[Any]) -> dict[str, Any]:
     caps = backend.capabilities
     return {
         "kind": backend.kind,

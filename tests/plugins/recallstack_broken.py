@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from recallstack import Backend, ConformanceTarget, hookimpl
+from recallstack import Backend, ConformanceTarget, VectorStore, hookimpl
 from recallstack.adapters.memory import CAPABILITIES
 from recallstack.core.filters import Condition, Logical, Node, Not
 
@@ -24,7 +24,7 @@ def _break(node: Node) -> Node:
     return node
 
 
-def _store(url: str, **options: Any) -> Any:
+def _store(url: str, **options: Any) -> VectorStore:
     from recallstack.adapters.memory.vector import InMemoryVectorStore
 
     class BrokenStore(InMemoryVectorStore):
@@ -37,7 +37,7 @@ def _store(url: str, **options: Any) -> Any:
 
 
 @hookimpl
-def register_vector_stores(register: Callable[[Backend], None]) -> None:
+def register_vector_stores(register: Callable[[Backend[VectorStore]], None]) -> None:
     register(
         Backend(
             kind="vector",

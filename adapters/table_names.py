@@ -1,4 +1,4 @@
-"""Physical table names for logical index names, for SQL backends."""
+"""Physical names (tables, collections) for logical index names, shared by the adapters."""
 
 from __future__ import annotations
 
