@@ -1,15 +1,18 @@
 """Memory.recall latency on the embedded default (LibSQL), embedding excluded and included.
 
-    python bench/recall_latency.py [--sizes 10000 100000] [--queries 200]
+    python bench/recall_latency.py [--sizes 10000 100000] [--queries 200] [--users 100]
+        [--hybrid]
 
-Stores N messages of 100 users (10 messages a thread), so a resource-scoped
-recall searches 1% of the vectors. Messages go through storage as in
+Stores N messages of 100 users (10 messages a thread; `--users` to change),
+so a resource-scoped recall searches 1% of the vectors. Messages go through storage as in
 production; their vectors are random unit vectors written with exactly the
 metadata Memory writes (embedding 100,000 texts with the local model would
 take minutes and measure the model, not recall). Each recall: history page
 (10), query embedding, vector search (top_k 4, resource scope), include
 windows (one neighbour each side). "Excluded": the query's embedding is
 already cached; "included": a new query text, embedded by the local model.
+`--hybrid` measures the same recalls again with hybrid recall (the keyword
+side from LibSQL's FTS5) and prints the ratio to semantic-only.
 """
 
 from __future__ import annotations
@@ -28,7 +31,6 @@ from recallstack.core.messages import Message
 from recallstack.core.metadata import epoch_ms
 from recallstack.core.records import Thread
 
-USERS = 100
 PER_THREAD = 10
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 WORDS = [
@@ -53,7 +55,7 @@ def percentiles(samples: list[float]) -> str:
     return f"p50 {statistics.median(ms):7.2f} ms   p95 {p95:7.2f} ms"
 
 
-def populate(memory: Memory, size: int) -> None:
+def populate(memory: Memory, size: int, users: int) -> None:
     assert memory.semantic is not None
     semantic = memory.semantic
     name = semantic.index_name()
@@ -63,7 +65,7 @@ def populate(memory: Memory, size: int) -> None:
     threads = size // PER_THREAD
     batch: list[Message] = []
     for t in range(threads):
-        resource = f"user{t % USERS}"
+        resource = f"user{t % users}"
         thread = Thread(id=f"t{t}", resource_id=resource, created_at=T0)
         memory.storage.save_thread(thread)
         for i in range(PER_THREAD):
@@ -97,19 +99,35 @@ def populate(memory: Memory, size: int) -> None:
             batch = []
 
 
-def run(size: int, queries: int, embedder: str, folder: Path) -> None:
+def run(size: int, queries: int, users: int, embedder: str, hybrid: bool, folder: Path) -> None:
     url = f"libsql:///{folder / f'recall-{size}.db'}"
     options = {"last_messages": 10, "semantic_recall": {"top_k": 4, "message_range": 1}}
     memory = Memory(url, url, embedder, options)
     start = time.perf_counter()
-    populate(memory, size)
-    print(f"\n== {size:,} stored messages ({embedder}) ==")
+    populate(memory, size, users)
+    print(f"\n== {size:,} stored messages, {users} users ({embedder}) ==")
     print(f"populate                    {time.perf_counter() - start:8.1f} s")
     threads = size // PER_THREAD
     probes = [
         (f"t{(i * 37) % threads}", f"what did we say about {WORDS[i % len(WORDS)]}?")
         for i in range(queries)
     ]
+    memory.close()
+    modes = [("semantic", options)]
+    if hybrid:
+        modes.append(("hybrid", {**options, "semantic_recall": {"top_k": 4, "hybrid": True}}))
+    p50: dict[str, float] = {}
+    for mode, mode_options in modes:
+        with Memory(url, url, embedder, mode_options) as memory:
+            excluded, included = measure(memory, probes)
+        p50[mode] = statistics.median(excluded)
+        print(f"{mode}, embedding excluded  {percentiles(excluded)}")
+        print(f"{mode}, embedding included  {percentiles(included)}")
+    if hybrid:
+        print(f"hybrid / semantic p50 (embedding excluded)  {p50['hybrid'] / p50['semantic']:.2f}x")
+
+
+def measure(memory: Memory, probes: list[tuple[str, str]]) -> tuple[list[float], list[float]]:
     memory.recall(probes[0][0], vector_search_string=probes[0][1])  # loads the vector cache
     assert memory.semantic is not None
     memory.semantic.embedder.embed([q for _, q in probes])  # cache every query embedding
@@ -124,20 +142,20 @@ def run(size: int, queries: int, embedder: str, folder: Path) -> None:
         start = time.perf_counter()
         memory.recall(thread, vector_search_string=f"{query} (variant {n})")
         included.append(time.perf_counter() - start)
-    print(f"recall, embedding excluded  {percentiles(excluded)}")
-    print(f"recall, embedding included  {percentiles(included)}")
-    memory.close()
+    return excluded, included
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--users", type=int, default=100)
     parser.add_argument("--embedder", default="local/all-MiniLM-L6-v2")
+    parser.add_argument("--hybrid", action="store_true", help="also measure hybrid recall")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         for size in args.sizes:
-            run(size, args.queries, args.embedder, Path(tmp))
+            run(size, args.queries, args.users, args.embedder, args.hybrid, Path(tmp))
 
 
 if __name__ == "__main__":

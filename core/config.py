@@ -22,6 +22,19 @@ class MessageRange(Model):
     after: int = Field(default=1, ge=0)
 
 
+class HybridConfig(Model):
+    """Hybrid recall: the semantic and the keyword signal fused by reciprocal rank."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    weight: float = Field(default=0.5, ge=0, le=1)
+    """The semantic signal's share of the fused score; the keyword signal has the rest."""
+    rrf_k: int = Field(default=60, gt=0)
+    """Reciprocal rank fusion's constant: a hit ranked r adds weight / (rrf_k + r)."""
+    candidates: int = Field(default=300, gt=0, le=10_000)
+    """How many hits each signal contributes before fusion."""
+
+
 class SemanticRecallConfig(Model):
     """Semantic recall options; `True` in `MemoryConfig` means all of these defaults."""
 
@@ -36,6 +49,13 @@ class SemanticRecallConfig(Model):
     index_config: IndexConfig = IndexConfig()
     chunk_overlap: int = Field(default=32, ge=0)
     """Tokens consecutive chunks of a long message share (at most half a chunk)."""
+    hybrid: HybridConfig | Literal[False] = False
+    """Fuse a keyword signal (BM25, from storage) with the semantic one; True: defaults."""
+
+    @field_validator("hybrid", mode="before")
+    @classmethod
+    def _hybrid(cls, value: Any) -> Any:
+        return HybridConfig() if value is True else value
 
     @field_validator("message_range", mode="before")
     @classmethod

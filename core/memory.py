@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from recallstack.core.config import MemoryConfig
+from recallstack.core.config import MemoryConfig, SemanticRecallConfig
 from recallstack.core.embedder import Embedder
 from recallstack.core.errors import InvalidInputError, NotFoundError
 from recallstack.core.inputs import check_id, check_ids
@@ -70,6 +70,17 @@ class RecallResult:
     page: int
     per_page: int
     has_more: bool
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """A message `Memory.search` found, and its score (higher is better, backends.md §3);
+    under hybrid recall the fused score, with each signal's own beside it."""
+
+    message: Message
+    score: float
+    dense_score: float | None = None
+    keyword_score: float | None = None
 
 
 @dataclass(frozen=True)
@@ -346,6 +357,42 @@ class Memory:
             per_page=size,
             has_more=history.has_more,
         )
+
+    def search(
+        self,
+        resource_id: str,
+        query: str,
+        *,
+        top_k: int | None = None,
+        filter: Mapping[str, Any] | None = None,
+        threshold: float | None = None,
+        thread_id: str | None = None,
+    ) -> list[SearchHit]:
+        """The resource's messages most similar to `query`, best first: from all its
+        threads, or only `thread_id`'s (which must be the resource's). What is not given
+        comes from this memory's semantic recall options; no thread is needed and no
+        history is excluded."""
+        check_id(resource_id, "resource_id")
+        semantic = self._semantic()
+        if thread_id is not None:
+            thread = self.storage.get_thread(thread_id)
+            if thread is None or thread.resource_id != resource_id:
+                raise NotFoundError(f"resource {resource_id!r} has no thread {thread_id!r}")
+        given = {"top_k": top_k, "filter": filter, "threshold": threshold}
+        config = SemanticRecallConfig.model_validate(
+            {
+                **self.config.recall_or_default.model_dump(),
+                **{key: value for key, value in given.items() if value is not None},
+                "scope": "resource" if thread_id is None else "thread",
+            }
+        )
+        hits = semantic.search(query, thread_id, resource_id, config)
+        found = {m.id: m for m in self.storage.get_messages([h.message_id for h in hits])}
+        return [
+            SearchHit(found[h.message_id], h.score, h.dense_score, h.keyword_score)
+            for h in hits
+            if h.message_id in found and found[h.message_id].resource_id == resource_id
+        ]
 
     def reindex(
         self, batch_size: int = 256, progress: Callable[[int, int], None] | None = None

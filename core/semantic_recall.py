@@ -14,12 +14,12 @@ from typing import Any
 
 from recallstack.core.batching import batched
 from recallstack.core.chunking import chunk_text
-from recallstack.core.config import MemoryConfig, SemanticRecallConfig
+from recallstack.core.config import HybridConfig, MemoryConfig, SemanticRecallConfig
 from recallstack.core.cross_thread import render
 from recallstack.core.embedder import Embedder, index_name
 from recallstack.core.embedding_cache import CachedEmbedder
 from recallstack.core.errors import EmbeddingRefusedError, IndexNotFoundError, InvalidInputError
-from recallstack.core.filters import Condition, and_filters
+from recallstack.core.filters import Condition, and_filters, matches
 from recallstack.core.inputs import MAX_QUERY_LENGTH, check_id, check_text
 from recallstack.core.messages import Message
 from recallstack.core.metadata import epoch_ms, normalize_metadata
@@ -33,11 +33,16 @@ RESERVED_KEYS = ("message_id", "thread_id", "resource_id", "role", "created_at",
 
 @dataclass(frozen=True)
 class Hit:
-    """A recalled message and its best score over the query's chunks."""
+    """A recalled message and its score: the best over the query's chunks, or under
+    hybrid recall the fused one, with each signal's own score beside it."""
 
     message_id: str
     thread_id: str
     score: float
+    dense_score: float | None = None
+    """The semantic similarity (None: not among the semantic candidates)."""
+    keyword_score: float | None = None
+    """BM25 (None: not among the keyword candidates, or no hybrid recall)."""
 
 
 @dataclass(frozen=True)
@@ -184,22 +189,11 @@ class SemanticRecall:
                 found = self.storage.get_thread(m.thread_id)
                 if found is not None:
                     threads[m.thread_id] = found
-            thread = threads.get(m.thread_id)
-            base = normalize_metadata(thread.metadata if thread else {}, "thread metadata")
+            common = vector_metadata(m, threads.get(m.thread_id))
             for k, chunk in enumerate(chunks):
                 ids.append(chunk_id(m.id, k, len(chunks)))
                 texts.append(chunk)
-                metadata.append(
-                    {
-                        **base,
-                        "message_id": m.id,
-                        "thread_id": m.thread_id,
-                        "resource_id": m.resource_id or (thread.resource_id if thread else None),
-                        "role": m.role,
-                        "created_at": epoch_ms(m.created_at),
-                        "chunk": k,
-                    }
-                )
+                metadata.append({**common, "chunk": k})
         if not ids and name not in self._ready and name not in self.vector.list_indexes():
             return {}  # nothing to write, and no index that could hold stale chunks
         self._ensure_index(name, config)
@@ -272,13 +266,15 @@ class SemanticRecall:
     def search(
         self,
         query: str,
-        thread_id: str,
+        thread_id: str | None,
         resource_id: str | None,
         config: SemanticRecallConfig | None = None,
     ) -> list[Hit]:
-        """The top_k messages most similar to the query, within the scope and filter."""
+        """The top_k messages most similar to the query, within the scope (the resource's
+        threads, or the one thread) and the filter."""
         config = config or self.config.recall_or_default
-        check_id(thread_id, "thread_id")
+        if thread_id is not None or config.scope == "thread":
+            check_id(thread_id, "thread_id")
         if resource_id is not None:
             check_id(resource_id, "resource_id")
         if not isinstance(query, str) or len(query) > MAX_QUERY_LENGTH:
@@ -299,21 +295,90 @@ class SemanticRecall:
         chunks = self._chunks(query, config.chunk_overlap)
         if not chunks:
             return []
+        hybrid = config.hybrid
+        pool = max(config.top_k, hybrid.candidates) if hybrid else config.top_k
         best: dict[str, Hit] = {}
         name = self.index_name(config)
         for vector in self.embedder.embed(chunks):
             try:
                 results = self.vector.query(
-                    name, vector, config.top_k, filter=combined, min_score=config.threshold
+                    name, vector, pool, filter=combined, min_score=config.threshold
                 )
             except IndexNotFoundError:
                 return []  # nothing was ever saved under this embedder
             for r in results:
                 message_id = str(r.metadata["message_id"])
                 if message_id not in best or r.score > best[message_id].score:
-                    best[message_id] = Hit(message_id, str(r.metadata["thread_id"]), r.score)
+                    thread = str(r.metadata["thread_id"])
+                    best[message_id] = Hit(message_id, thread, r.score, dense_score=r.score)
         ranked = sorted(best.values(), key=lambda h: (-h.score, h.message_id))
+        if hybrid:
+            ranked = self._fuse(ranked, query, thread_id, resource_id, config, hybrid)
         return ranked[: config.top_k]
+
+    def _fuse(
+        self,
+        dense: list[Hit],
+        query: str,
+        thread_id: str | None,
+        resource_id: str | None,
+        config: SemanticRecallConfig,
+        hybrid: HybridConfig,
+    ) -> list[Hit]:
+        """Reciprocal rank fusion of the semantic hits and the storage's keyword hits.
+
+        A keyword hit must pass the scope and the filter (checked on the metadata
+        its vectors carry), and with a `threshold` it must also be a semantic hit:
+        the threshold stays a floor on semantic similarity."""
+        if resource_id is None:
+            thread = self.storage.get_thread(str(thread_id))
+            resource_id = thread.resource_id if thread else None
+        if resource_id is None:
+            return dense
+        in_thread = thread_id if config.scope == "thread" else None
+        words = self.storage.search_words(
+            query, resource_id=resource_id, thread_id=in_thread, limit=hybrid.candidates
+        )
+        semantic = {h.message_id: h for h in dense}
+        if config.threshold is not None:
+            words = [(i, score) for i, score in words if i in semantic]
+        messages = {m.id: m for m in self.storage.get_messages([i for i, _ in words])}
+        if config.filter_node is not None:
+            threads = {
+                t: self.storage.get_thread(t) for t in {m.thread_id for m in messages.values()}
+            }
+            messages = {
+                i: m
+                for i, m in messages.items()
+                if matches(
+                    config.filter_node, {**vector_metadata(m, threads[m.thread_id]), "chunk": 0}
+                )
+            }
+        keyword = {
+            i: (rank, score)
+            for rank, (i, score) in enumerate(
+                ((i, score) for i, score in words if i in messages), start=1
+            )
+        }
+        dense_rank = {h.message_id: rank for rank, h in enumerate(dense, start=1)}
+        fused: list[Hit] = []
+        for message_id in {*dense_rank, *keyword}:
+            score = 0.0
+            if message_id in dense_rank:
+                score += hybrid.weight / (hybrid.rrf_k + dense_rank[message_id])
+            if message_id in keyword:
+                score += (1 - hybrid.weight) / (hybrid.rrf_k + keyword[message_id][0])
+            hit = semantic.get(message_id)
+            fused.append(
+                Hit(
+                    message_id,
+                    hit.thread_id if hit else messages[message_id].thread_id,
+                    score,
+                    dense_score=hit.dense_score if hit else None,
+                    keyword_score=keyword[message_id][1] if message_id in keyword else None,
+                )
+            )
+        return sorted(fused, key=lambda h: (-h.score, h.message_id))
 
     def recall(
         self,
@@ -399,6 +464,19 @@ class SemanticRecall:
         if config:
             self.index([m for m in messages if m.source is None], config)
         return messages
+
+
+def vector_metadata(message: Message, thread: Thread | None) -> dict[str, Any]:
+    """What every vector of a message carries but its `chunk`: the thread's metadata,
+    then the reserved keys, which win."""
+    return {
+        **normalize_metadata(thread.metadata if thread else {}, "thread metadata"),
+        "message_id": message.id,
+        "thread_id": message.thread_id,
+        "resource_id": message.resource_id or (thread.resource_id if thread else None),
+        "role": message.role,
+        "created_at": epoch_ms(message.created_at),
+    }
 
 
 def chunk_id(message_id: str, k: int, count: int) -> str:

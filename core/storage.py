@@ -12,11 +12,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, Literal, TypeVar
 
-from recallstack.core.errors import InvalidInputError, NotFoundError, is_positive_int
-from recallstack.core.inputs import check_id, check_ids
+from recallstack.core.errors import (
+    InvalidInputError,
+    NotFoundError,
+    UnsupportedFeatureError,
+    is_positive_int,
+)
+from recallstack.core.inputs import check_id, check_ids, check_text
+from recallstack.core.keywords import query_terms
 from recallstack.core.messages import Message, as_utc, utc_now
 from recallstack.core.records import Include, MessagePage, Page, Resource, Thread, ThreadPage
 
+MAX_WORD_HITS = 10_000
 Order = Literal["asc", "desc"]
 ThreadOrderBy = Literal["created_at", "updated_at"]
 P = TypeVar("P", bound=Page[Any])
@@ -36,6 +43,8 @@ class Storage(ABC):
     """A store of threads, messages and resources. Subclasses set `backend`."""
 
     backend: ClassVar[str]
+    keyword_search: ClassVar[bool] = False
+    """Whether `search_words` works here (hybrid recall needs it)."""
 
     # ---- resources ------------------------------------------------------------
 
@@ -202,6 +211,35 @@ class Storage(ABC):
             return []
         found = {m.id: m for m in self._include_windows(list(windows), resource_id)}
         return sorted(found.values(), key=lambda m: m.sort_key)
+
+    def search_words(
+        self, query: str, *, resource_id: str, thread_id: str | None = None, limit: int = 100
+    ) -> list[tuple[str, float]]:
+        """The ids of the resource's messages (or one thread's) that hold the query's
+        words, best first, with their BM25 scores (`core/keywords.py`): the keyword
+        signal of hybrid recall. System messages are not searched."""
+        check_id(resource_id, "resource_id")
+        if thread_id is not None:
+            check_id(thread_id, "thread_id")
+        if not is_positive_int(limit) or limit > MAX_WORD_HITS:
+            raise InvalidInputError(f"limit must be an int from 1 to {MAX_WORD_HITS:,}")
+        check_text(query, "query")
+        if not self.keyword_search:
+            raise UnsupportedFeatureError(
+                f"{self.backend} storage has no keyword search (hybrid recall); "
+                "the memory and libsql storages have it"
+            )
+        terms = query_terms(query)
+        if not terms:
+            return []
+        return self._search_words(terms, resource_id, thread_id, limit)
+
+    def _search_words(
+        self, terms: list[str], resource_id: str, thread_id: str | None, limit: int
+    ) -> list[tuple[str, float]]:
+        """Where `keyword_search` is declared: BM25 over every stored message, ranked
+        by (-score, id), of the resource (and thread)."""
+        raise NotImplementedError
 
     def delete_messages(self, ids: Sequence[str]) -> None:
         """Delete messages by id; unknown ids are ignored."""

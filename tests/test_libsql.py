@@ -93,6 +93,26 @@ def test_migrates_an_older_schema(tmp_path: Path) -> None:
     LibSQLStorage(url)  # opening again migrates nothing twice
 
 
+def test_keyword_search_covers_messages_saved_before_it_existed(tmp_path: Path) -> None:
+    url = f"libsql:///{tmp_path / 'v3.db'}"
+    old = Database(url)
+    old.migrate("storage", MIGRATIONS[:3])  # schema version 3: no keyword search yet
+    old.query("INSERT INTO recallstack_threads VALUES ('t', 'r', NULL, '{}', 0, 0)")
+    rows = [
+        ("a", "user", '"Lisbon hotel by the river"'),
+        ("b", "system", '"Lisbon"'),
+        ("c", "assistant", '[{"type": "text", "text": "a hotel in Porto"}]'),
+    ]
+    for message_id, role, content in rows:
+        old.query(
+            "INSERT INTO recallstack_messages VALUES (?, 't', 'r', ?, ?, 0, NULL)",
+            (message_id, role, content),
+        )
+    old.close()
+    storage = LibSQLStorage(url)
+    assert [i for i, _ in storage.search_words("Lisbon hotel", resource_id="r")] == ["a", "c"]
+
+
 def test_a_newer_schema_is_refused_and_left_untouched(tmp_path: Path) -> None:
     url = f"libsql:///{tmp_path / 'newer.db'}"
     LibSQLStorage(url).close()

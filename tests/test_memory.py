@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from recallstack.adapters.libsql.storage import LibSQLStorage
@@ -15,7 +16,7 @@ from recallstack.adapters.libsql.vector import LibSQLVectorStore
 from recallstack.adapters.memory.storage import InMemoryStorage
 from recallstack.adapters.memory.vector import InMemoryVectorStore
 from recallstack.core.embedder import Embedder, index_name
-from recallstack.core.errors import InvalidInputError, NotFoundError
+from recallstack.core.errors import InvalidInputError, NotFoundError, UnsupportedFeatureError
 from recallstack.core.memory import Memory
 from recallstack.core.messages import Message
 from recallstack.core.scores import Matrix
@@ -128,13 +129,87 @@ def test_recall_end_to_end(backends: tuple[Storage, VectorStore]) -> None:
     assert not any(m.startswith("bob") for m in summary["messages"])
 
 
+def test_search_a_whole_resource_without_a_thread(backends: tuple[Storage, VectorStore]) -> None:
+    memory = memory_on(backends)
+    conversation(memory)
+    hits = memory.search("ada", "Lisbon hotel by the river", top_k=3)
+    assert hits[0].message.id == "trip-2"
+    assert len(hits) == 3 and all(h.message.resource_id == "ada" for h in hits)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    newest = memory.search("ada", "how long should the dough proof overnight", top_k=1)
+    assert newest[0].message.id == "cook-2"  # no history page is excluded
+    only_cook = memory.search("ada", "Lisbon hotel", thread_id="cook", top_k=5)
+    assert {h.message.thread_id for h in only_cook} == {"cook"}
+    answers = memory.search("ada", "Lisbon", filter={"role": "assistant"}, top_k=10)
+    assert answers and {h.message.role for h in answers} == {"assistant"}
+    assert memory.search("ada", "Lisbon", threshold=1.01) == []
+    assert [h.message.id for h in memory.search("bob", "Lisbon hotel", top_k=5)] == [
+        "bob-1-0",
+        "bob-1-1",
+    ]
+    with pytest.raises(NotFoundError, match="no thread 'bob-1'"):
+        memory.search("ada", "Lisbon", thread_id="bob-1")
+    with pytest.raises(InvalidInputError):
+        memory.search({"$ne": "x"}, "Lisbon")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="top_k"):
+        memory.search("ada", "Lisbon", top_k=0)
+
+
+class SameVector(HashEmbedder):
+    """Every text gets the same vector: the semantic signal ties, by id."""
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return np.tile(np.eye(self.dimension, dtype=np.float32)[0], (len(texts), 1))
+
+
+def test_hybrid_recall_fuses_a_keyword_signal() -> None:
+    options = {"semantic_recall": {"top_k": 4, "hybrid": {"candidates": 10}}}
+    memory = Memory("memory://", "memory://", SameVector(8), options)
+    memory.create_thread("ada", thread_id="t")
+    memory.create_thread("bob", thread_id="u")
+    lines = [
+        ("a", "user", "quiet evening"),
+        ("b", "user", "hotel by the river"),
+        ("c", "assistant", "the Lisbon tram"),
+        ("d", "user", "Lisbon hotel, Lisbon!"),
+    ]
+    memory.save_messages(
+        [Message(id=i, thread_id="t", role=r, content=c) for i, r, c in lines]  # type: ignore[arg-type]
+    )
+    memory.save_messages([Message(id="x", thread_id="u", role="user", content="Lisbon hotel")])
+    hits = memory.search("ada", "Lisbon hotel")
+    assert [h.message.id for h in hits] == ["d", "b", "c", "a"]  # "a" only ties semantically
+    assert hits[-1].keyword_score is None and hits[-1].dense_score == pytest.approx(1.0)
+    assert all(h.keyword_score and h.dense_score for h in hits[:3])
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    users = memory.search("ada", "Lisbon hotel", filter={"role": "user"})
+    assert [h.message.id for h in users] == ["d", "b", "a"]  # the filter holds on both signals
+    assert memory.search("ada", "Lisbon hotel", threshold=1.5) == []  # a floor on similarity
+    recalled = memory.recall("t", "ada", "Lisbon hotel", per_page=0)
+    assert [h.message_id for h in recalled.hits] == ["d", "b", "c", "a"]
+
+
+def test_hybrid_recall_needs_keyword_search() -> None:
+    class NoWords(InMemoryStorage):
+        keyword_search = False
+
+    memory = Memory(NoWords(), "memory://", HashEmbedder(8), {"semantic_recall": {"hybrid": True}})
+    memory.create_thread("ada", thread_id="t")
+    memory.save_messages([Message(id="m", thread_id="t", role="user", content="Lisbon")])
+    with pytest.raises(UnsupportedFeatureError, match="memory storage has no keyword search"):
+        memory.search("ada", "Lisbon")
+
+
 def test_every_backend_gives_identical_results(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    results = [
-        recall_summary(memory_on(make_backends(kind, request, tmp_path / kind)))
-        for kind in BACKENDS
-    ]
+    results = []
+    for kind in BACKENDS:
+        memory = memory_on(make_backends(kind, request, tmp_path / kind))
+        summary = recall_summary(memory)
+        found = memory.search("ada", "which hotel did we book in Lisbon", top_k=4)
+        summary["search"] = [(h.message.id, round(h.score, 4)) for h in found]
+        results.append(summary)
     assert all(result == results[0] for result in results)
 
 

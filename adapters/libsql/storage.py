@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from recallstack.adapters.libsql.database import Database
+from recallstack.core.keywords import K1, B, words
 from recallstack.core.messages import Message
 from recallstack.core.records import Include, Resource, Thread
 from recallstack.core.storage import Order, Storage, ThreadOrderBy
@@ -18,6 +19,8 @@ UNINDEXED = (
     "WHERE x.index_name = ? AND x.message_id = m.id)"
 )
 """The messages with no ledger record under one index name (the parameter)."""
+ROWIDS = "SELECT rowid FROM recallstack_messages WHERE id IN (SELECT value FROM json_each(?))"
+"""The message rows of a JSON array of ids: how the keyword index is kept in step."""
 
 
 def to_us(value: datetime) -> int:
@@ -71,7 +74,92 @@ def _v3(db: Database) -> None:
     )
 
 
-MIGRATIONS = [_v1, _v2, _v3]
+FTS = "recallstack_messages_fts"
+"""Keyword search: FTS5 over the messages' text, its rowid the message row's."""
+VOCABULARY = "recallstack_messages_words"
+"""FTS5's word instances (term, row): each message's count of each word."""
+STATS = "recallstack_word_stats"
+"""Per resource, how many messages keyword search holds and their words in all."""
+
+
+WORD_SEARCH = f"""
+WITH hits AS (
+    SELECT v.term, v.doc, count(*) AS f
+    FROM json_each(?) t JOIN {VOCABULARY} v ON v.term = t.value
+    JOIN recallstack_messages m ON m.rowid = v.doc
+    WHERE m.resource_id = ?
+    GROUP BY v.term, v.doc
+), frequency AS (
+    SELECT term, count(*) AS n FROM hits GROUP BY term
+)
+SELECT m.id, sum(
+    max(ln((? - frequency.n + 0.5) / (frequency.n + 0.5)), 1e-6)
+    * hits.f * ? / (hits.f + ? * (? + ? * (SELECT length FROM {FTS} WHERE rowid = hits.doc)))
+) AS score
+FROM hits JOIN frequency USING (term)
+JOIN recallstack_messages m ON m.rowid = hits.doc
+WHERE 1 {{in_thread}}
+GROUP BY hits.doc
+ORDER BY score DESC, m.id
+LIMIT ?
+"""
+"""BM25 of the resource's messages (keywords.py), in one statement of constant size:
+the words come as one JSON array, each looked up in FTS5's word index."""
+
+
+def _v4(db: Database) -> None:
+    """Keyword search (FTS5, and BM25 over each resource's own messages)."""
+    db.query(
+        f"CREATE VIRTUAL TABLE {FTS} USING fts5(text, resource_id UNINDEXED, "
+        "thread_id UNINDEXED, length UNINDEXED, tokenize = 'unicode61 remove_diacritics 2')"
+    )
+    db.query(f"CREATE VIRTUAL TABLE {VOCABULARY} USING fts5vocab({FTS}, 'instance')")
+    db.query(
+        f"CREATE TABLE {STATS} (resource_id TEXT PRIMARY KEY, documents INTEGER NOT NULL, "
+        "words INTEGER NOT NULL)"
+    )
+    after = -1
+    while rows := db.query(
+        f"SELECT rowid, {MESSAGE_COLUMNS} FROM recallstack_messages WHERE rowid > ? "
+        "ORDER BY rowid LIMIT 1000",
+        (after,),
+    ):
+        after = rows[-1][0]
+        _add_words(db, [(row[0], _message(row[1:])) for row in rows])
+
+
+def _add_words(db: Database, rows: list[tuple[int, Message]]) -> None:
+    """Index the words of these (rowid, message) rows and count them per resource;
+    keyword search covers what semantic recall embeds: text, not system messages."""
+    searched = [(rowid, m, len(words(m.text))) for rowid, m in rows if m.role != "system"]
+    searched = [(rowid, m, n) for rowid, m, n in searched if n]
+    db.executemany(
+        f"INSERT INTO {FTS} (rowid, text, resource_id, thread_id, length) VALUES (?, ?, ?, ?, ?)",
+        [(rowid, m.text, m.resource_id, m.thread_id, n) for rowid, m, n in searched],
+    )
+    _count(db, [(m.resource_id, 1, n) for _, m, n in searched])
+
+
+def _remove_words(db: Database, rows_sql: str, parameters: tuple[Any, ...]) -> None:
+    """Drop the keyword index rows of the message rows `rows_sql` selects, and their counts."""
+    gone = db.query(
+        f"SELECT resource_id, count(*), sum(length) FROM {FTS} WHERE rowid IN ({rows_sql}) "
+        "GROUP BY resource_id",
+        parameters,
+    )
+    db.query(f"DELETE FROM {FTS} WHERE rowid IN ({rows_sql})", parameters)
+    _count(db, [(resource, -documents, -length) for resource, documents, length in gone])
+
+
+def _count(db: Database, deltas: list[tuple[str | None, int, int]]) -> None:
+    db.executemany(
+        f"INSERT INTO {STATS} VALUES (?, ?, ?) ON CONFLICT(resource_id) DO UPDATE SET "
+        "documents = documents + excluded.documents, words = words + excluded.words",
+        [delta for delta in deltas if delta[0] is not None],
+    )
+
+
+MIGRATIONS = [_v1, _v2, _v3, _v4]
 
 
 def _thread(row: tuple[Any, ...]) -> Thread:
@@ -99,6 +187,7 @@ def _message(row: tuple[Any, ...]) -> Message:
 
 class LibSQLStorage(Storage):
     backend = "libsql"
+    keyword_search = True
 
     def __init__(self, url: str = "libsql:///local.db", **options: Any) -> None:
         self.db = Database(url, **options)
@@ -158,6 +247,9 @@ class LibSQLStorage(Storage):
 
     def _delete_thread(self, thread_id: str) -> None:
         with self.db.transaction():
+            _remove_words(
+                self.db, "SELECT rowid FROM recallstack_messages WHERE thread_id = ?", (thread_id,)
+            )
             self.db.query(
                 "DELETE FROM recallstack_message_index WHERE message_id IN "
                 "(SELECT id FROM recallstack_messages WHERE thread_id = ?)",
@@ -200,12 +292,22 @@ class LibSQLStorage(Storage):
             )
             for m in messages
         ]
+        ids = json.dumps([m.id for m in messages])
         with self.db.transaction():
+            _remove_words(self.db, ROWIDS, (ids,))
             self.db.executemany(
                 f"INSERT OR REPLACE INTO recallstack_messages ({MESSAGE_COLUMNS}) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
+            rowids = dict(
+                self.db.query(
+                    "SELECT id, rowid FROM recallstack_messages "
+                    "WHERE id IN (SELECT value FROM json_each(?))",
+                    (ids,),
+                )
+            )
+            _add_words(self.db, [(rowids[m.id], m) for m in messages])
             self._forget([m.id for m in messages])
 
     def _forget(self, ids: list[str]) -> None:
@@ -300,11 +402,38 @@ class LibSQLStorage(Storage):
 
     def _delete_messages(self, ids: list[str]) -> None:
         with self.db.transaction():
+            _remove_words(self.db, ROWIDS, (json.dumps(ids),))
             self.db.query(
                 "DELETE FROM recallstack_messages WHERE id IN (SELECT value FROM json_each(?))",
                 (json.dumps(ids),),
             )
             self._forget(ids)
+
+    def _search_words(
+        self, terms: list[str], resource_id: str, thread_id: str | None, limit: int
+    ) -> list[tuple[str, float]]:
+        stats = self.db.query(
+            f"SELECT documents, words FROM {STATS} WHERE resource_id = ?", (resource_id,)
+        )
+        if not stats or not stats[0][0]:
+            return []
+        total, all_words = stats[0]
+        in_thread = "AND m.thread_id = ? " if thread_id is not None else ""
+        rows = self.db.query(
+            WORD_SEARCH.format(in_thread=in_thread),
+            (
+                json.dumps(terms),
+                resource_id,
+                total,
+                K1 + 1,
+                K1,
+                1 - B,
+                B / (all_words / total),
+                *([thread_id] if thread_id is not None else []),
+                limit,
+            ),
+        )
+        return [(str(i), float(s)) for i, s in rows]
 
     # ---- the index ledger ---------------------------------------------------------
 

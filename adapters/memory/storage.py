@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from datetime import datetime
 from typing import TypeVar
 
+from recallstack.core.keywords import bm25, words
 from recallstack.core.messages import Message
 from recallstack.core.records import Include, Resource, Thread
 from recallstack.core.storage import Order, Storage, ThreadOrderBy
@@ -19,11 +21,13 @@ def _slice(items: list[T], limit: int | None, offset: int) -> list[T]:
 
 class InMemoryStorage(Storage):
     backend = "memory"
+    keyword_search = True
 
     def __init__(self) -> None:
         self._resources: dict[str, Resource] = {}
         self._threads: dict[str, Thread] = {}
         self._messages: dict[str, Message] = {}
+        self._words: dict[str, Counter[str]] = {}  # message id -> its words (not system's)
         self._indexed: dict[str, set[str]] = {}  # message id -> index names
         self._lock = threading.RLock()
 
@@ -47,6 +51,7 @@ class InMemoryStorage(Storage):
             for m in [m for m in self._messages.values() if m.thread_id == thread_id]:
                 del self._messages[m.id]
                 self._indexed.pop(m.id, None)
+                self._words.pop(m.id, None)
 
     def _list_threads(
         self,
@@ -66,6 +71,9 @@ class InMemoryStorage(Storage):
             for m in messages:
                 self._messages[m.id] = m
                 self._indexed.pop(m.id, None)
+                self._words.pop(m.id, None)
+                if m.role != "system" and (found := words(m.text)):
+                    self._words[m.id] = Counter(found)
 
     def _get_messages(self, ids: list[str]) -> list[Message]:
         return [self._messages[i] for i in ids if i in self._messages]
@@ -114,6 +122,21 @@ class InMemoryStorage(Storage):
             for i in ids:
                 self._messages.pop(i, None)
                 self._indexed.pop(i, None)
+                self._words.pop(i, None)
+
+    def _search_words(
+        self, terms: list[str], resource_id: str, thread_id: str | None, limit: int
+    ) -> list[tuple[str, float]]:
+        with self._lock:
+            documents = {
+                i: counts
+                for i, counts in self._words.items()
+                if self._messages[i].resource_id == resource_id
+            }
+            in_thread = {i for i in documents if self._messages[i].thread_id == thread_id}
+        scores = bm25(terms, documents)
+        hits = [(i, s) for i, s in scores.items() if thread_id is None or i in in_thread]
+        return sorted(hits, key=lambda hit: (-hit[1], hit[0]))[:limit]
 
     def _mark_indexed(self, message_ids: list[str], index_name: str) -> None:
         with self._lock:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from recallstack.core.errors import InvalidInputError, NotFoundError
+from recallstack.core.errors import InvalidInputError, NotFoundError, UnsupportedFeatureError
 from recallstack.core.messages import Message, TextPart, ToolCallPart
 from recallstack.core.records import Include, Resource, Thread
 from recallstack.core.storage import Storage
@@ -260,3 +260,50 @@ def test_ids_must_be_strings(world: World, hostile: object) -> None:
             call()
     assert len(world.s.list_messages(world.t1).items) == 10
     assert len(world.s.list_messages(world.t3).items) == 3
+
+
+def test_keyword_search(storage: Storage, ids: Ids, request: pytest.FixtureRequest) -> None:
+    """Hybrid recall's keyword signal: the resource's (or thread's) messages holding a
+    word, best first by BM25, in step with every write; refused where not declared."""
+    word = ids("x").split("_")[1]  # a word no other case stores: the ids' random part
+    r1, r2, t1, t2, t3 = (ids(n) for n in ("kr1", "kr2", "kt1", "kt2", "kt3"))
+    for thread, resource in ((t1, r1), (t2, r1), (t3, r2)):
+        storage.save_thread(Thread(id=thread, resource_id=resource))
+    texts = {
+        "often": (t1, "user", f"{word} {word} {word}"),
+        "once": (t1, "assistant", f"{word} and some other words here"),
+        "none": (t1, "user", "nothing to find"),
+        "other-thread": (t2, "user", f"{word.upper()} {word}"),
+        "system": (t1, "system", word),
+        "theirs": (t3, "user", f"{word} {word} {word} {word}"),
+    }
+    storage.save_messages(
+        [
+            Message(id=ids(name), thread_id=thread, role=role, content=text)  # type: ignore[arg-type]
+            for name, (thread, role, text) in texts.items()
+        ]
+    )
+    if not storage.keyword_search:
+        with pytest.raises(UnsupportedFeatureError, match="keyword search"):
+            storage.search_words(word, resource_id=r1)
+        request.node.user_properties.append(("recallstack_unsupported", "keyword search"))
+        return
+
+    def found(query: str, resource: str = r1, thread_id: str | None = None) -> list[str]:
+        hits = storage.search_words(query, resource_id=resource, thread_id=thread_id)
+        assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
+        assert all(s > 0 for _, s in hits)
+        return [i.removeprefix(ids("")) for i, _ in hits]
+
+    assert found(word) == ["often", "other-thread", "once"]
+    assert found(word, thread_id=t2) == ["other-thread"]
+    assert found(word, resource=r2) == ["theirs"]
+    assert set(found(f"nothing {word}")) == {"often", "once", "none", "other-thread"}
+    assert found("?!") == []
+    storage.save_messages([Message(id=ids("often"), thread_id=t1, role="user", content="gone")])
+    storage.delete_messages([ids("once")])
+    assert found(word) == ["other-thread"]
+    storage.delete_thread(t2)
+    assert found(word) == []
+    with pytest.raises(InvalidInputError):
+        storage.search_words(word, resource_id={"$ne": ""})  # type: ignore[arg-type]

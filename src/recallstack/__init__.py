@@ -3,7 +3,7 @@
 from importlib.metadata import version as _version
 
 from recallstack.core.capabilities import Capabilities
-from recallstack.core.config import MemoryConfig, MessageRange, SemanticRecallConfig
+from recallstack.core.config import HybridConfig, MemoryConfig, MessageRange, SemanticRecallConfig
 from recallstack.core.embedder import Embedder, index_name
 from recallstack.core.errors import (
     BackendError,
@@ -26,6 +26,7 @@ from recallstack.core.memory import (
     RecallResult,
     ReindexResult,
     SaveResult,
+    SearchHit,
     ThreadUpdateResult,
 )
 from recallstack.core.message_history import MessageHistory
@@ -50,6 +51,7 @@ __all__ = [
     "EmbeddingRefusedError",
     "FilterError",
     "Hit",
+    "HybridConfig",
     "Include",
     "IndexConfig",
     "IndexNotFoundError",
@@ -71,6 +73,7 @@ __all__ = [
     "RequestContext",
     "Resource",
     "SaveResult",
+    "SearchHit",
     "SemanticRecall",
     "SemanticRecallConfig",
     "Storage",

@@ -1,0 +1,65 @@
+"""Keyword search: the words of a text, and BM25, the ranking every backend keeps.
+
+The keyword signal of hybrid recall. Words are runs of letters and digits,
+lowercased, with diacritics removed (the rule of SQLite FTS5's `unicode61
+remove_diacritics 2` tokenizer, so LibSQL and the reference agree). BM25 is
+FTS5's: k1 = 1.2, b = 0.75, idf = ln((N - n + 0.5) / (n + 0.5)) and at least
+1e-6, with N, n and the mean length taken over the resource's own messages:
+one user's words never change another's ranking.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Mapping
+
+K1, B = 1.2, 0.75
+MAX_TERMS = 64
+"""A query's distinct words beyond this are ignored: a statement stays bounded."""
+_WORD = re.compile(r"[^\W_]+")
+
+
+def words(text: str) -> list[str]:
+    """The text's words, in order: lowercased, without diacritics."""
+    folded = "".join(
+        c for c in unicodedata.normalize("NFD", text.lower()) if unicodedata.category(c) != "Mn"
+    )
+    return _WORD.findall(folded)
+
+
+def query_terms(query: str) -> list[str]:
+    """A query's distinct words, in order, at most `MAX_TERMS`."""
+    return list(dict.fromkeys(words(query)))[:MAX_TERMS]
+
+
+def score(
+    counts: Mapping[str, int], length: int, total: int, mean: float, frequency: Mapping[str, int]
+) -> float:
+    """One document's BM25: its word `counts` and `length`, among `total` documents of
+    `mean` length, where `frequency[term]` documents hold the term."""
+    result = 0.0
+    for term, n in frequency.items():
+        f = counts.get(term, 0)
+        if f:
+            idf = max(math.log((total - n + 0.5) / (n + 0.5)), 1e-6)
+            result += idf * f * (K1 + 1) / (f + K1 * (1 - B + B * length / mean))
+    return result
+
+
+def bm25(terms: Iterable[str], documents: Mapping[str, Counter[str]]) -> dict[str, float]:
+    """The BM25 scores of the `documents` (id → word counts) that hold a term."""
+    total = len(documents)
+    if not total:
+        return {}
+    mean = sum(sum(c.values()) for c in documents.values()) / total or 1.0
+    frequency = {t: sum(1 for c in documents.values() if t in c) for t in terms}
+    found = {
+        doc_id: counts for doc_id, counts in documents.items() if any(counts[t] for t in frequency)
+    }
+    return {
+        doc_id: score(counts, sum(counts.values()), total, mean, frequency)
+        for doc_id, counts in found.items()
+    }
