@@ -113,8 +113,16 @@ def test_migrates_an_older_schema(pg_url: str) -> None:
     old = Database(pg_url, vector=False)
     old.migrate("storage", MIGRATIONS[:1])
     old.query("INSERT INTO recallstack_threads VALUES ('t', 'r', 'kept', '{}', now(), now())")
+    for message_id, role, text in [("a", "user", "Lisbon hotel"), ("b", "system", "Lisbon")]:
+        old.query(
+            "INSERT INTO recallstack_messages VALUES (%s, 't', 'r', %s, to_jsonb(%s::text), "
+            "now(), NULL)",
+            (message_id, role, text),
+        )
     old.close()
     storage = PgStorage(pg_url)
+    # keyword search covers the messages saved before it existed (not system messages)
+    assert [i for i, _ in storage.search_words("lisbon", resource_id="r")] == ["a"]
     assert storage.db.query(
         "SELECT version FROM recallstack_schema WHERE component = 'storage'"
     ) == [(len(MIGRATIONS),)]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime
 from typing import Any
 
 from recallstack.adapters.pg.database import Database
+from recallstack.core.keywords import K1, B, words
 from recallstack.core.messages import Message
 from recallstack.core.records import Include, Resource, Thread
 from recallstack.core.storage import Order, Storage, ThreadOrderBy
@@ -63,7 +65,94 @@ def _v2(cur: Any) -> None:
     )
 
 
-MIGRATIONS = [_v1, _v2]
+WORDS, STATS = "recallstack_message_words", "recallstack_word_stats"
+"""Keyword search: each searched message's word counts (jsonb, GIN-indexed keys), and
+per resource how many messages it holds and their words in all."""
+
+
+def _v3(cur: Any) -> None:
+    """Keyword search (BM25 over each resource's own messages)."""
+    cur.execute(
+        f'CREATE TABLE {WORDS} (message_id text COLLATE "C" PRIMARY KEY, '
+        'resource_id text COLLATE "C", thread_id text COLLATE "C" NOT NULL, '
+        "length integer NOT NULL, words jsonb NOT NULL)"
+    )
+    cur.execute(f"CREATE INDEX {WORDS}_keys ON {WORDS} USING gin (words)")
+    cur.execute(f"CREATE INDEX {WORDS}_resource ON {WORDS} (resource_id)")
+    cur.execute(f"CREATE INDEX {WORDS}_thread ON {WORDS} (thread_id)")
+    cur.execute(
+        f'CREATE TABLE {STATS} (resource_id text COLLATE "C" PRIMARY KEY, '
+        "documents bigint NOT NULL, words bigint NOT NULL)"
+    )
+    after = ""
+    while True:
+        cur.execute(
+            f"SELECT {COLUMNS} FROM recallstack_messages WHERE id > %s ORDER BY id LIMIT 1000",
+            (after,),
+        )
+        rows = cur.fetchall()
+        if not rows:
+            return
+        after = rows[-1][0]
+        _add_words(cur, [_message(row) for row in rows])
+
+
+def _add_words(cur: Any, messages: list[Message]) -> None:
+    """Index these messages' words and count them per resource; keyword search covers
+    what semantic recall embeds: text, not system messages."""
+    counted = [(m, Counter(words(m.text))) for m in messages if m.role != "system"]
+    counted = [(m, counts) for m, counts in counted if counts]
+    cur.executemany(
+        f"INSERT INTO {WORDS} VALUES (%s, %s, %s, %s, %s)",
+        [(m.id, m.resource_id, m.thread_id, sum(c.values()), _json(dict(c))) for m, c in counted],
+    )
+    _count(cur, [(m.resource_id, 1, sum(c.values())) for m, c in counted])
+
+
+def _remove_words(cur: Any, where: str, parameters: tuple[Any, ...]) -> None:
+    """Drop the word rows `where` selects, and their counts."""
+    cur.execute(f"DELETE FROM {WORDS} WHERE {where} RETURNING resource_id, length", parameters)
+    gone: dict[str, list[int]] = {}
+    for resource, length in cur.fetchall():
+        gone.setdefault(resource, []).append(length)
+    _count(cur, [(r, -len(lengths), -sum(lengths)) for r, lengths in gone.items()])
+
+
+def _count(cur: Any, deltas: list[tuple[str | None, int, int]]) -> None:
+    rows = [delta for delta in deltas if delta[0] is not None]
+    if rows:
+        cur.executemany(
+            f"INSERT INTO {STATS} VALUES (%s, %s, %s) ON CONFLICT (resource_id) DO UPDATE SET "
+            f"documents = {STATS}.documents + excluded.documents, "
+            f"words = {STATS}.words + excluded.words",
+            rows,
+        )
+
+
+WORD_SEARCH = f"""
+WITH docs AS (
+    SELECT message_id, thread_id, length, words FROM {WORDS}
+    WHERE resource_id = %(resource)s AND words ?| %(terms)s
+), hits AS (
+    SELECT d.message_id, d.thread_id, d.length, t.term, (d.words ->> t.term)::float8 AS f
+    FROM docs d CROSS JOIN unnest(%(terms)s::text[]) AS t(term)
+    WHERE d.words ? t.term
+), frequency AS (
+    SELECT term, count(*) AS n FROM hits GROUP BY term
+)
+SELECT message_id, sum(
+    greatest(ln((%(total)s - n + 0.5) / (n + 0.5)), 1e-6)
+    * f * %(k1_plus_1)s / (f + %(k1)s * (%(one_minus_b)s + %(b_per_mean)s * length))
+) AS score
+FROM hits JOIN frequency USING (term)
+WHERE %(thread)s::text IS NULL OR thread_id = %(thread)s
+GROUP BY message_id
+ORDER BY score DESC, message_id
+LIMIT %(limit)s
+"""
+"""BM25 of the resource's messages (keywords.py) in one statement of constant size."""
+
+MIGRATIONS = [_v1, _v2, _v3]
 
 
 def _json(value: Any) -> Any:
@@ -99,6 +188,7 @@ def _message(row: tuple[Any, ...]) -> Message:
 
 class PgStorage(Storage):
     backend = "pg"
+    keyword_search = True
 
     def __init__(self, url: str, **options: Any) -> None:
         self.db = Database(url, vector=False, **options)
@@ -153,6 +243,7 @@ class PgStorage(Storage):
 
     def _delete_thread(self, thread_id: str) -> None:
         with self.db.cursor(transaction=True) as cur:
+            _remove_words(cur, "thread_id = %s", (thread_id,))
             cur.execute(
                 "DELETE FROM recallstack_message_index WHERE message_id IN "
                 "(SELECT id FROM recallstack_messages WHERE thread_id = %s)",
@@ -195,6 +286,8 @@ class PgStorage(Storage):
             for m in messages
         ]
         with self.db.cursor(transaction=True) as cur:
+            _remove_words(cur, "message_id = ANY(%s)", ([m.id for m in messages],))
+            _add_words(cur, messages)
             cur.executemany(
                 f"INSERT INTO recallstack_messages ({COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
                 "ON CONFLICT (id) DO UPDATE SET thread_id = excluded.thread_id, "
@@ -287,8 +380,34 @@ class PgStorage(Storage):
 
     def _delete_messages(self, ids: list[str]) -> None:
         with self.db.cursor(transaction=True) as cur:
+            _remove_words(cur, "message_id = ANY(%s)", (ids,))
             cur.execute("DELETE FROM recallstack_messages WHERE id = ANY(%s)", (ids,))
             cur.execute("DELETE FROM recallstack_message_index WHERE message_id = ANY(%s)", (ids,))
+
+    def _search_words(
+        self, terms: list[str], resource_id: str, thread_id: str | None, limit: int
+    ) -> list[tuple[str, float]]:
+        stats = self.db.query(
+            f"SELECT documents, words FROM {STATS} WHERE resource_id = %s", (resource_id,)
+        )
+        if not stats or not stats[0][0]:
+            return []
+        total, all_words = stats[0]
+        rows = self.db.query(
+            WORD_SEARCH,
+            {
+                "resource": resource_id,
+                "terms": terms,
+                "total": float(total),
+                "k1_plus_1": K1 + 1,
+                "k1": K1,
+                "one_minus_b": 1 - B,
+                "b_per_mean": B / (all_words / total),
+                "thread": thread_id,
+                "limit": limit,
+            },
+        )
+        return [(str(i), float(score)) for i, score in rows]
 
     def _mark_indexed(self, message_ids: list[str], index_name: str) -> None:
         self.db.query(
