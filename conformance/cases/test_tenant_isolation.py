@@ -1,7 +1,8 @@
 """Group 11: the resource is the security boundary.
 
 A property test over Memory on the backend: random interleavings of saves,
-thread updates, recalls in both scopes with neighbours, listings, deletes and
+thread updates, recalls in both scopes with neighbours (hybrid ones too,
+where the storage has keyword search), searches, listings, deletes and
 reindexes made for resource A, many of them naming B's thread and message ids
 or passing hostile ids. Whatever A does, nothing of B's is returned, changed
 or deleted: B's threads, messages and vectors are compared with a snapshot
@@ -20,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from recallstack.core.errors import InvalidInputError
+from recallstack.core.errors import InvalidInputError, NotFoundError
 from recallstack.core.memory import Memory
 from recallstack.core.messages import Message
 
@@ -36,7 +37,10 @@ ops = st.lists(
         st.tuples(
             st.just("recall"),
             st.sampled_from(["thread", "resource"]),
-            st.tuples(st.sampled_from(WORDS), st.integers(1, 8), st.integers(0, 2)),
+            st.tuples(st.sampled_from(WORDS), st.integers(1, 8), st.integers(0, 2), st.booleans()),
+        ),
+        st.tuples(
+            st.just("search"), st.booleans(), st.tuples(st.sampled_from(WORDS), st.integers(1, 8))
         ),
         st.tuples(st.just("hostile"), st.sampled_from(range(len(HOSTILE))), st.none()),
         st.tuples(st.just("delete"), st.integers(0, 5), st.none()),
@@ -113,17 +117,25 @@ class Tenants:
         elif kind == "update_thread":
             memory.update_thread(self.threads[a][x], metadata={"owner": a, "topic": y})
         elif kind == "recall":
-            word, top_k, span = y
+            word, top_k, span, hybrid = y
+            recall = {"scope": x, "top_k": top_k, "message_range": span}
+            if hybrid and memory.storage.keyword_search:  # the keyword signal, from storage
+                recall["hybrid"] = {"candidates": 20}
             result = memory.recall(
                 self.threads[a][0],
                 resource_id=a,
                 vector_search_string=word,
-                thread_config={
-                    "semantic_recall": {"scope": x, "top_k": top_k, "message_range": span}
-                },
+                thread_config={"semantic_recall": recall},
             )
             assert all(m.resource_id == a for m in result.messages), "recall crossed resources"
             assert {h.message_id for h in result.hits} <= set(self.ids_of(a))
+        elif kind == "search":
+            word, top_k = y
+            if x:  # naming B's thread is refused
+                with pytest.raises(NotFoundError):
+                    memory.search(a, word, top_k=top_k, thread_id=self.threads[b][0])
+            found = memory.search(a, word, top_k=top_k)
+            assert {h.message.id for h in found} <= set(self.ids_of(a)), "search crossed resources"
         elif kind == "hostile":
             with pytest.raises(InvalidInputError):
                 memory.recall(self.threads[a][0], resource_id=HOSTILE[x], vector_search_string="x")
