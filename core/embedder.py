@@ -39,17 +39,18 @@ class Embedder(ABC):
         """
         return [i for i, char in enumerate(text) for _ in range(_utf8_length(char))]
 
-    def over_limit(self, texts: Sequence[str]) -> dict[int, str]:
-        """The inputs longer than `max_input` tokens, by position, with what is wrong."""
-        counts = {i: len(self.token_offsets(t)) for i, t in enumerate(texts)}
+    def token_counts(self, texts: Sequence[str]) -> list[int]:
+        """Each input's length in tokens, as `token_offsets` counts them."""
+        return [len(self.token_offsets(t)) for t in texts]
+
+    def over_limit(self, counts: Sequence[int]) -> dict[int, str]:
+        """The inputs longer than `max_input`, by position, with what is wrong, from
+        their `token_counts`."""
         return {
             i: f"{n} tokens, over the {self.model_id} limit of {self.max_input}"
-            for i, n in counts.items()
+            for i, n in enumerate(counts)
             if n > self.max_input
         }
-
-    def close(self) -> None:
-        """Release resources; the default has none."""
 
 
 def _utf8_length(char: str) -> int:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from recallstack.core.config import MemoryConfig, SemanticRecallConfig
+from recallstack.core.config import MemoryConfig
 from recallstack.core.embedder import Embedder
 from recallstack.core.errors import InvalidInputError, NotFoundError
 from recallstack.core.inputs import check_id, check_ids
@@ -379,14 +379,10 @@ class Memory:
             if thread is None or thread.resource_id != resource_id:
                 raise NotFoundError(f"resource {resource_id!r} has no thread {thread_id!r}")
         given = {"top_k": top_k, "filter": filter, "threshold": threshold}
-        config = SemanticRecallConfig.model_validate(
-            {
-                **self.config.recall_or_default.model_dump(),
-                **{key: value for key, value in given.items() if value is not None},
-                "scope": "resource" if thread_id is None else "thread",
-            }
-        )
-        hits = semantic.search(query, thread_id, resource_id, config)
+        changes = {key: value for key, value in given.items() if value is not None}
+        scope = "resource" if thread_id is None else "thread"
+        config = self.config.merged({"semantic_recall": {**changes, "scope": scope}})
+        hits = semantic.search(query, thread_id, resource_id, config.recall_or_default)
         found = {m.id: m for m in self.storage.get_messages([h.message_id for h in hits])}
         return [
             SearchHit(found[h.message_id], h.score, h.dense_score, h.keyword_score)

@@ -36,7 +36,7 @@ class HashEmbedder(Embedder):
         return [match.start() for match in _WORD_ANY_CASE.finditer(text)]
 
     def embed(self, texts: Sequence[str]) -> Matrix:
-        refused = self.over_limit(texts)
+        refused = self.over_limit(self.token_counts(texts))
         if refused:
             raise EmbeddingRefusedError(refused, self._embed(texts))
         return self._embed(texts)

@@ -62,7 +62,7 @@ class LocalEmbedder(Embedder):
     def embed(self, texts: Sequence[str]) -> Matrix:
         if not texts:
             return np.empty((0, self.dimension), dtype=np.float32)
-        refused = self.over_limit(texts)
+        refused = self.over_limit(self.token_counts(texts))
         fit = [t for i, t in enumerate(texts) if i not in refused]
         vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
         if fit:

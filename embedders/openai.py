@@ -104,8 +104,9 @@ class OpenAIEmbedder(Embedder):
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        refused = self.over_limit(texts)
-        sizes = {i: len(self.token_offsets(t)) for i, t in enumerate(texts) if i not in refused}
+        counts = self.token_counts(texts)
+        refused = self.over_limit(counts)
+        sizes = {i: n for i, n in enumerate(counts) if i not in refused}
         for request in self._requests(sizes):
             refused |= self._embed_into(vectors, texts, request)
         if refused:
