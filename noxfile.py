@@ -21,8 +21,10 @@ BACKENDS: dict[str, str | None] = {
     "qdrant-edge": "qdrant",
     "qdrant": "qdrant",
     "chroma": "chroma",
+    "mongo": "mongomock",
 }
-"""Backend name → the extra its conformance session installs."""
+"""Backend name → the extra its conformance session installs (`mongomock` is `mongo` and its
+stand-in: no MongoDB server runs here)."""
 
 nox.options.sessions = [
     "lint",
@@ -53,7 +55,8 @@ def lint(session: nox.Session) -> None:
 def typecheck(session: nox.Session) -> None:
     """mypy --strict on the installed package (as users get it), with every extra."""
     session.install(TORCH)
-    session.install(".[conformance,libsql,pg-server,qdrant,chroma,openai,local]", "mypy>=1.10")
+    extras = "conformance,libsql,pg-server,qdrant,chroma,mongomock,openai,local"
+    session.install(f".[{extras}]", "mypy>=1.10")
     python = os.path.join(session.virtualenv.bin, "python")
     session.run("mypy", "-p", "recallstack", "--python-executable", python)
 
@@ -62,7 +65,7 @@ def typecheck(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """The unit tests: core, memory, embedders (the real local model), demo and CLI."""
     session.install(TORCH)
-    session.install("-e", ".[dev,libsql,pg-server,qdrant,chroma,local,openai]")
+    session.install("-e", ".[dev,libsql,pg-server,qdrant,chroma,mongomock,local,openai]")
     session.run("pytest", f"--junitxml={REPORTS / 'junit-tests.xml'}", *session.posargs)
 
 

@@ -227,7 +227,7 @@ class Storage(ABC):
         if not self.keyword_search:
             raise UnsupportedFeatureError(
                 f"{self.backend} storage has no keyword search (hybrid recall); "
-                "the memory and libsql storages have it"
+                "the memory, libsql, pg and mongo storages have it"
             )
         terms = query_terms(query)
         if not terms:

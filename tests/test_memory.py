@@ -28,7 +28,7 @@ T0 = datetime(2024, 1, 15, 10, 30, tzinfo=UTC)
 RECALL = {"semantic_recall": {"top_k": 2, "message_range": 1, "scope": "resource"}}
 
 
-BACKENDS = ["memory", "libsql", "pg", "qdrant-edge", "chroma"]
+BACKENDS = ["memory", "libsql", "pg", "qdrant-edge", "chroma", "mongo"]
 
 
 def make_backends(
@@ -47,6 +47,13 @@ def make_backends(
 
         url = request.getfixturevalue("pg_url")
         return PgStorage(url), PgVectorStore(url)
+    if kind == "mongo":  # on the stand-in, mongomock
+        from recallstack.adapters.mongo.storage import MongoStorage
+        from recallstack.adapters.mongo.targets import stand_in
+        from recallstack.adapters.mongo.vector import MongoVectorStore
+
+        with stand_in() as url:
+            return MongoStorage(url), MongoVectorStore(url)
     url = f"libsql:///{tmp_path / 'memory.db'}"
     return LibSQLStorage(url), LibSQLVectorStore(url)
 
