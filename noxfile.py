@@ -22,9 +22,10 @@ BACKENDS: dict[str, str | None] = {
     "qdrant": "qdrant",
     "chroma": "chroma",
     "mongo": "mongomock",
+    "pinecone": "pinecone",
 }
 """Backend name → the extra its conformance session installs (`mongomock` is `mongo` and its
-stand-in: no MongoDB server runs here)."""
+stand-in: no MongoDB server runs here; Pinecone's emulator ships with its adapter)."""
 
 nox.options.sessions = [
     "lint",
@@ -55,7 +56,7 @@ def lint(session: nox.Session) -> None:
 def typecheck(session: nox.Session) -> None:
     """mypy --strict on the installed package (as users get it), with every extra."""
     session.install(TORCH)
-    extras = "conformance,libsql,pg-server,qdrant,chroma,mongomock,openai,local"
+    extras = "conformance,libsql,pg-server,qdrant,chroma,mongomock,pinecone,openai,local"
     session.install(f".[{extras}]", "mypy>=1.10")
     python = os.path.join(session.virtualenv.bin, "python")
     session.run("mypy", "-p", "recallstack", "--python-executable", python)
@@ -65,7 +66,7 @@ def typecheck(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """The unit tests: core, memory, embedders (the real local model), demo and CLI."""
     session.install(TORCH)
-    session.install("-e", ".[dev,libsql,pg-server,qdrant,chroma,mongomock,local,openai]")
+    session.install("-e", ".[dev,libsql,pg-server,qdrant,chroma,mongomock,pinecone,local,openai]")
     session.run("pytest", f"--junitxml={REPORTS / 'junit-tests.xml'}", *session.posargs)
 
 

@@ -213,6 +213,7 @@ class SemanticRecall:
         self._delete_stale(
             name, {m: n for m, n in counts.items() if m not in new and m not in refused}
         )
+        self.vector.wait_until_consistent(name)  # the next recall reads what was written
         return refused
 
     def chunks_of(self, message: Message, config: SemanticRecallConfig | None = None) -> list[str]:
@@ -260,6 +261,7 @@ class SemanticRecall:
                 self.vector.delete(name, filter=Condition(("thread_id",), "$eq", thread_id))
             for ids in batched(message_ids, self.vector.capabilities.max_filter_values):
                 self.vector.delete(name, filter=Condition(("message_id",), "$in", tuple(ids)))
+            self.vector.wait_until_consistent(name)
 
     # ---- reading ---------------------------------------------------------------------
 

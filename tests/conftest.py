@@ -8,6 +8,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -76,3 +77,13 @@ def pg_url(pg_server: str) -> Iterator[str]:
     yield urlsplit(pg_server)._replace(path=f"/{name}").geturl()
     with psycopg.connect(pg_server, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def pinecone_emulator() -> Iterator[tuple[Any, str]]:
+    """A fresh loopback emulator of Pinecone's API, and a store URL that reaches it."""
+    from recallstack.adapters.pinecone.emulator import API_KEY, Emulator
+
+    emulator = Emulator()
+    with emulator.start() as host:
+        yield emulator, f"pinecone://t?host={host}&api_key={API_KEY}"

@@ -28,7 +28,7 @@ T0 = datetime(2024, 1, 15, 10, 30, tzinfo=UTC)
 RECALL = {"semantic_recall": {"top_k": 2, "message_range": 1, "scope": "resource"}}
 
 
-BACKENDS = ["memory", "libsql", "pg", "qdrant-edge", "chroma", "mongo"]
+BACKENDS = ["memory", "libsql", "pg", "qdrant-edge", "chroma", "mongo", "pinecone"]
 
 
 def make_backends(
@@ -47,6 +47,12 @@ def make_backends(
 
         url = request.getfixturevalue("pg_url")
         return PgStorage(url), PgVectorStore(url)
+    if kind == "pinecone":  # vectors on the emulator, storage in LibSQL
+        from recallstack.core.registry import registry
+
+        _, url = request.getfixturevalue("pinecone_emulator")
+        storage = LibSQLStorage(f"libsql:///{tmp_path / 'pinecone-storage.db'}")
+        return storage, registry().vector_store(url)
     if kind == "mongo":  # on the stand-in, mongomock
         from recallstack.adapters.mongo.storage import MongoStorage
         from recallstack.adapters.mongo.targets import stand_in

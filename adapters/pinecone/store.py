@@ -1,0 +1,359 @@
+"""Pinecone vector store: one serverless index per logical index, through the SDK.
+
+Logical names map to valid Pinecone names (`<prefix>-<slug>-<hash>`, at most
+45 characters); each index keeps its logical name in a record of a namespace
+of its own, so `list_indexes` names only this store's indexes. Records are
+written in requests within Pinecone's limits (1,000 vectors, 2 MB); delete and
+update by filter list the matching ids with filtered queries (serverless
+indexes have no delete by filter), then act on the ids. Queries ask for one
+more hit than top_k, and more while it ties with the last, so ties at the cut
+are ordered by id; scores follow docs/spec/backends.md §3 (Pinecone's
+euclidean score is the squared distance).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import numpy as np
+
+from recallstack.adapters.pinecone import CAPABILITIES, KEY_ENV
+from recallstack.adapters.pinecone.filters import compile_filter
+from recallstack.adapters.pinecone.metadata import ORIGINAL_ID, decode, encode
+from recallstack.core.errors import BackendError, IndexNotFoundError, InvalidInputError
+from recallstack.core.filters import Node
+from recallstack.core.filters import matches as matches_filter
+from recallstack.core.metadata import Metadata
+from recallstack.core.scores import Matrix, past_ties, ranked
+from recallstack.core.urls import redact
+from recallstack.core.vector_store import VectorBatch, VectorStore
+from recallstack.core.vectors import METRICS, IndexConfig, IndexStats, Metric, QueryResult
+
+CATALOG = "recallstack-catalog"
+"""The namespace holding each index's logical name."""
+MAX_BATCH = 1_000
+MAX_REQUEST = 1_800_000
+"""Bytes of JSON per write request, below Pinecone's 2 MB."""
+MAX_WITH_METADATA = 1_000
+MAX_TOP_K = 10_000
+MAX_ID = 512
+NAME_LIMIT = 45
+
+
+def pinecone_name(prefix: str, name: str) -> str:
+    """A valid Pinecone index name for a logical one: distinct names stay distinct."""
+    digest = hashlib.sha1(name.encode()).hexdigest()[:10]
+    room = NAME_LIMIT - len(prefix) - len(digest) - 2
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:room].strip("-")
+    return f"{prefix}-{slug}-{digest}" if slug else f"{prefix}-{digest}"
+
+
+def record_id(id_: str) -> str:
+    """The caller's id as Pinecone takes it: a long one (or one that looks mapped) by hash."""
+    if len(id_) > MAX_ID or id_.startswith("#"):
+        return "#" + hashlib.sha256(id_.encode()).hexdigest()
+    return id_
+
+
+class PineconeVectorStore(VectorStore):
+    backend = "pinecone"
+    capabilities = CAPABILITIES
+
+    def __init__(
+        self,
+        url: str = "pinecone://",
+        *,
+        api_key: str | None = None,
+        host: str | None = None,
+        cloud: str = "aws",
+        region: str = "us-east-1",
+        namespace: str = "",
+        consistency_timeout: float = 60.0,
+    ) -> None:
+        try:
+            from pinecone import Pinecone
+            from pinecone.errors.exceptions import PineconeError
+        except ImportError as exc:  # pragma: no cover - the registry checks first
+            raise BackendError("pinecone: the SDK is not installed") from exc
+        parts = urlsplit(url)
+        query = dict(parse_qsl(parts.query))
+        self.prefix = parts.netloc or "rs"
+        if not re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,13})", self.prefix):
+            raise InvalidInputError(
+                f"{redact(url)!r}: the index prefix must be 1 to 14 lowercase letters, "
+                "digits or '-'"
+            )
+        self._key = api_key or query.get("api_key") or os.environ.get(KEY_ENV, "")
+        if not self._key:
+            raise InvalidInputError(f"pinecone: no API key (pass api_key= or set {KEY_ENV})")
+        self.cloud, self.region, self.namespace = cloud, region, namespace
+        self.timeout = consistency_timeout
+        self.driver_errors = (PineconeError,)  # type: ignore[misc]
+        self.client = Pinecone(api_key=self._key, host=host or query.get("host"))
+        self._indexes: dict[str, tuple[int, Metric, Any]] = {}
+        self._written: dict[str, list[str]] = {}
+        self._removed: dict[str, list[str]] = {}
+
+    # ---- indexes ----------------------------------------------------------------
+
+    def _describe(self, name: str) -> tuple[int, Metric, Any] | None:
+        """(dimension, metric, data-plane client) of an index, cached per store."""
+        if name in self._indexes:
+            return self._indexes[name]
+        from pinecone.errors.exceptions import NotFoundError
+
+        try:
+            model = self.client.indexes.describe(pinecone_name(self.prefix, name))
+        except NotFoundError:
+            return None
+        if model.host is None or model.dimension is None or model.metric not in METRICS:
+            raise BackendError(f"pinecone: index {model.name!r} is not a ready dense index")
+        found = (int(model.dimension), model.metric, self.client.index(host=model.host))
+        self._indexes[name] = found
+        return found
+
+    def _shape(self, name: str) -> tuple[int, Metric] | None:
+        found = self._describe(name)
+        return None if found is None else (found[0], found[1])
+
+    def _data(self, name: str) -> Any:
+        found = self._describe(name)
+        if found is None:
+            raise IndexNotFoundError(name)
+        return found[2]
+
+    def _create_index(self, name: str, dimension: int, config: IndexConfig) -> None:
+        from pinecone import ServerlessSpec
+        from pinecone.errors.exceptions import ConflictError
+
+        with contextlib.suppress(ConflictError):  # created meanwhile, by another store
+            self.client.indexes.create(
+                name=pinecone_name(self.prefix, name),
+                dimension=dimension,
+                metric=config.metric,
+                spec=ServerlessSpec(cloud=self.cloud, region=self.region),
+            )
+        self._indexes.pop(name, None)
+        data = self._data(name)
+        data.upsert(
+            vectors=[{"id": "name", "values": [1.0] * dimension, "metadata": {"name": name}}],
+            namespace=CATALOG,
+        )
+
+    def _list_indexes(self) -> list[str]:
+        names = []
+        for model in self.client.indexes.list():
+            if not model.name.startswith(self.prefix + "-") or model.host is None:
+                continue
+            found = self.client.index(host=model.host).fetch(ids=["name"], namespace=CATALOG)
+            record = found.vectors.get("name")
+            if record is not None and record.metadata:
+                names.append(str(record.metadata["name"]))
+        return names
+
+    def _describe_index(self, name: str) -> IndexStats:
+        dimension, metric, data = self._described(name)
+        stats = data.describe_index_stats()
+        space = stats.namespaces.get(self.namespace or "__default__") or stats.namespaces.get(
+            self.namespace
+        )
+        count = 0 if space is None else int(space.vector_count)
+        return IndexStats(dimension=dimension, count=count, metric=metric)
+
+    def _described(self, name: str) -> tuple[int, Metric, Any]:
+        found = self._describe(name)
+        if found is None:
+            raise IndexNotFoundError(name)
+        return found
+
+    def _delete_index(self, name: str) -> None:
+        self.client.indexes.delete(pinecone_name(self.prefix, name))
+        self._indexes.pop(name, None)
+
+    # ---- writes -------------------------------------------------------------------
+
+    def _upsert(self, name: str, batch: VectorBatch) -> None:
+        records = [
+            _record(id_, row, meta)
+            for id_, row, meta in zip(batch.ids, batch.vectors, batch.metadata, strict=True)
+        ]  # every record is built (and checked) before anything is sent
+        self._send(name, records)
+
+    def _send(self, name: str, records: list[dict[str, Any]]) -> None:
+        data = self._data(name)
+        for chunk in _requests(records):
+            data.upsert(vectors=chunk, namespace=self.namespace)
+        self._written[name] = [r["id"] for r in records[-64:]]
+
+    def _ids(self, name: str, target: list[str] | Node) -> list[str]:
+        """Pinecone ids of `target` that exist: ids are checked with a fetch, a filter
+        lists its matches with filtered queries."""
+        data = self._data(name)
+        if isinstance(target, list):
+            wanted = list(dict.fromkeys(record_id(i) for i in target))
+            return [
+                i
+                for chunk in _chunks(wanted)
+                for i in data.fetch(ids=chunk, namespace=self.namespace).vectors
+            ]
+        dimension = self._described(name)[0]
+        matches = data.query(
+            vector=[1.0] * dimension,
+            top_k=MAX_TOP_K,
+            filter=compile_filter(target),
+            namespace=self.namespace,
+        ).matches
+        if len(matches) < MAX_TOP_K:
+            return [m.id for m in matches]
+        # more matches than one query returns: every id, checked against the filter
+        found = []
+        for page in data.list(namespace=self.namespace):
+            ids = [v.id for v in page.vectors]
+            for pid, stored in data.fetch(ids=ids, namespace=self.namespace).vectors.items():
+                if matches_filter(target, decode(stored.metadata)):
+                    found.append(pid)
+        return found
+
+    def _update(
+        self, name: str, target: list[str] | Node, vector: Matrix | None, metadata: Metadata | None
+    ) -> None:
+        data = self._data(name)
+        ids = self._ids(name, target)
+        changed = []
+        for chunk in _chunks(ids):
+            for pid, stored in data.fetch(ids=chunk, namespace=self.namespace).vectors.items():
+                kept = decode(stored.metadata)
+                caller = (stored.metadata or {}).get(ORIGINAL_ID, pid)
+                values = np.asarray(stored.values, dtype=np.float32) if vector is None else vector
+                changed.append(_record(caller, values, kept if metadata is None else metadata))
+        self._send(name, changed)
+
+    def _delete(self, name: str, target: list[str] | Node) -> None:
+        data = self._data(name)
+        ids = self._ids(name, target)
+        for chunk in _chunks(ids):
+            data.delete(ids=chunk, namespace=self.namespace)
+        self._removed[name] = ids[-64:]
+
+    # ---- search ---------------------------------------------------------------------
+
+    def _query(
+        self,
+        name: str,
+        vector: Matrix,
+        top_k: int,
+        filter: Node | None,
+        include_vector: bool,
+        min_score: float | None,
+    ) -> list[QueryResult]:
+        _, metric, data = self._described(name)
+        flt = None if filter is None else compile_filter(filter)
+        query = vector.tolist()
+
+        def search(n: int, metadata: bool) -> Sequence[Any]:
+            found: Sequence[Any] = data.query(
+                vector=query,
+                top_k=n,
+                filter=flt,
+                include_metadata=metadata,
+                include_values=metadata and include_vector,
+                namespace=self.namespace,
+            ).matches
+            return found
+
+        hits = past_ties(lambda n: search(n, True), top_k, lambda m: m.score, MAX_WITH_METADATA)
+        if hits is None:  # more than Pinecone returns with metadata: ids first, then fetch
+            found = past_ties(lambda n: search(n, False), top_k, lambda m: m.score, MAX_TOP_K)
+            hits = self._fetched(
+                data, found if found is not None else search(MAX_TOP_K, False), top_k
+            )
+        rows = []
+        for match in hits:
+            stored = match.metadata or {}
+            score = (
+                1.0 / (1.0 + float(np.sqrt(max(match.score, 0.0))))
+                if metric == "euclidean"
+                else float(match.score)
+            )
+            values = list(match.values) if include_vector and match.values else None
+            rows.append((score, str(stored.get(ORIGINAL_ID, match.id)), decode(stored), values))
+        return ranked(rows, top_k, min_score)
+
+    def _fetched(self, data: Any, matches: Sequence[Any], top_k: int) -> list[Any]:
+        """The best matches by (score, id) with their records fetched."""
+        ordered = sorted(matches, key=lambda m: m.id)
+        ordered.sort(key=lambda m: m.score, reverse=True)
+        ordered = ordered[:top_k]
+        records: dict[str, Any] = {}
+        for chunk in _chunks([m.id for m in ordered]):
+            records.update(data.fetch(ids=chunk, namespace=self.namespace).vectors)
+        return [
+            _Hit(m.id, m.score, records[m.id].metadata, records[m.id].values)
+            for m in ordered
+            if m.id in records
+        ]
+
+    def wait_until_consistent(self, name: str) -> None:
+        """Poll fetches until the last written ids are readable and the last deleted
+        ones gone, within `consistency_timeout`."""
+        written, removed = self._written.pop(name, []), self._removed.pop(name, [])
+        if not (written or removed) or self._describe(name) is None:
+            return
+        data = self._data(name)
+        deadline = time.monotonic() + self.timeout
+        while True:
+            found = (
+                data.fetch(ids=written + removed, namespace=self.namespace).vectors
+                if written or removed
+                else {}
+            )
+            if all(i in found for i in written) and not any(i in found for i in removed):
+                return
+            if time.monotonic() > deadline:
+                raise BackendError(
+                    f"pinecone: writes to {name!r} not visible after {self.timeout:g} s"
+                )
+            time.sleep(0.25)
+
+
+class _Hit:
+    """A fetched record in the shape of a query match."""
+
+    def __init__(self, id_: str, score: float, metadata: Any, values: Any) -> None:
+        self.id, self.score, self.metadata, self.values = id_, score, metadata, values
+
+
+def _record(id_: str, row: Matrix, metadata: Metadata) -> dict[str, Any]:
+    stored = encode(metadata, id_)
+    pid = record_id(id_)
+    if pid != id_:
+        stored[ORIGINAL_ID] = id_
+    return {"id": pid, "values": row.tolist(), "metadata": stored}
+
+
+def _chunks(items: list[Any], size: int = MAX_BATCH) -> Iterator[list[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _requests(records: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """Records in requests of at most 1,000 and about 1.8 MB of JSON each."""
+    chunk: list[dict[str, Any]] = []
+    size = 0
+    for record in records:
+        length = len(json.dumps(record))
+        if chunk and (len(chunk) == MAX_BATCH or size + length > MAX_REQUEST):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(record)
+        size += length
+    if chunk:
+        yield chunk
