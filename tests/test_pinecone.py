@@ -194,3 +194,18 @@ def test_a_filter_matching_more_than_one_query_returns_is_deleted_whole(
     vectors.update("many", filter={"g": "b"}, metadata={"g": "a"})
     vectors.delete("many", filter={"g": "a"})
     assert vectors.describe_index("many").count == 0
+
+
+def test_an_index_deleted_by_another_store_is_a_backend_error_with_the_services_message(
+    pinecone_emulator: Emulated,
+) -> None:
+    _, url = pinecone_emulator
+    mine, theirs = store(pinecone_emulator), store(pinecone_emulator)
+    mine.create_index("shared", 2)
+    mine.upsert("shared", ["a"], [[1, 0]])
+    theirs.delete_index("shared")
+    with pytest.raises(BackendError, match=r"pinecone: .*not found"):
+        mine.query("shared", [1, 0], 1)
+    unreachable = registry().vector_store(url, host="http://127.0.0.1:1")
+    with pytest.raises(BackendError, match="pinecone: "):
+        unreachable.list_indexes()

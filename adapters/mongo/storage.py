@@ -17,6 +17,7 @@ from typing import Any
 
 from recallstack.adapters.mongo.connection import Connection
 from recallstack.adapters.mongo.documents import field_name
+from recallstack.core.batching import batched
 from recallstack.core.keywords import score, words
 from recallstack.core.messages import Message
 from recallstack.core.records import Include, Resource, Thread
@@ -54,11 +55,6 @@ def _micros(value: datetime) -> int:
 
 def _datetime(micros: int) -> datetime:
     return _EPOCH + timedelta(microseconds=micros)
-
-
-def _chunks(items: list[Any]) -> Iterator[list[Any]]:
-    for start in range(0, len(items), CHUNK):
-        yield items[start : start + CHUNK]
 
 
 def _thread_document(thread: Thread) -> dict[str, Any]:
@@ -206,7 +202,7 @@ class MongoStorage(Storage):
     def _save_messages(self, messages: list[Message]) -> None:
         documents = [_message_document(m) for m in messages]
         with self.connection.transaction() as session:
-            for chunk in _chunks(documents):
+            for chunk in batched(documents, CHUNK):
                 self.connection.replace(
                     self.messages,
                     chunk,
@@ -219,7 +215,7 @@ class MongoStorage(Storage):
         with self.connection.wrapped():
             return [
                 _message(d)
-                for chunk in _chunks(ids)
+                for chunk in batched(ids, CHUNK)
                 for d in self.messages.find({"_id": {"$in": chunk}})
             ]
 
@@ -270,7 +266,7 @@ class MongoStorage(Storage):
         return [_message(d) for d in found.values() if resource_id in (None, d["resource_id"])]
 
     def _find_ids(self, ids: list[str]) -> Iterator[dict[str, Any]]:
-        for chunk in _chunks(ids):
+        for chunk in batched(ids, CHUNK):
             yield from self.messages.find({"_id": {"$in": chunk}})
 
     def _cursor_windows(
@@ -306,7 +302,7 @@ class MongoStorage(Storage):
 
     def _delete_messages(self, ids: list[str]) -> None:
         with self.connection.transaction() as session:
-            for chunk in _chunks(ids):
+            for chunk in batched(ids, CHUNK):
                 self._uncount({"_id": {"$in": chunk}}, session)
                 self.messages.delete_many({"_id": {"$in": chunk}}, session=session)
 
@@ -366,14 +362,14 @@ class MongoStorage(Storage):
 
     def _mark_indexed(self, message_ids: list[str], index_name: str) -> None:
         with self.connection.wrapped():
-            for chunk in _chunks(message_ids):
+            for chunk in batched(message_ids, CHUNK):
                 self.messages.update_many(
                     {"_id": {"$in": chunk}}, {"$addToSet": {"indexed": index_name}}
                 )
 
     def _forget_indexed(self, message_ids: list[str], thread_id: str | None) -> None:
         with self.connection.wrapped():
-            for chunk in _chunks(message_ids):
+            for chunk in batched(message_ids, CHUNK):
                 self.messages.update_many({"_id": {"$in": chunk}}, {"$set": {"indexed": []}})
             if thread_id is not None:
                 self.messages.update_many({"thread_id": thread_id}, {"$set": {"indexed": []}})

@@ -14,7 +14,7 @@ the catalog when it is created.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any, Literal
 
 import numpy as np
@@ -34,6 +34,7 @@ from recallstack.adapters.mongo.documents import (
     vector_rows,
 )
 from recallstack.adapters.table_names import table_name
+from recallstack.core.batching import batched
 from recallstack.core.errors import InvalidInputError, UnsupportedFeatureError
 from recallstack.core.filters import Node, matches
 from recallstack.core.metadata import Metadata
@@ -55,11 +56,6 @@ def _catalog(db: Any) -> None:
 
 
 MIGRATIONS = [_catalog]
-
-
-def _chunks(items: list[Any], size: int = CHUNK) -> Iterator[list[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 class MongoVectorStore(VectorStore):
@@ -151,7 +147,7 @@ class MongoVectorStore(VectorStore):
         """Replace documents by id: in one transaction where the deployment has them,
         else chunk by chunk (a crash between leaves ids for `Memory.reindex`)."""
         with self.connection.transaction() as session:
-            for chunk in _chunks(documents):
+            for chunk in batched(documents, CHUNK):
                 self.connection.replace(collection, chunk, session)
 
     def _matching(self, name: str, target: list[str] | Node) -> list[str]:
@@ -159,7 +155,7 @@ class MongoVectorStore(VectorStore):
         collection = self._collection(name)
         if isinstance(target, list):
             found: list[str] = []
-            for chunk in _chunks(target):
+            for chunk in batched(target, CHUNK):
                 found += [d["_id"] for d in collection.find({"_id": {"$in": chunk}}, {"_id": 1})]
             return found
         query, whole = selection(target)
@@ -181,7 +177,7 @@ class MongoVectorStore(VectorStore):
         ids = self._matching(name, target)
         collection = self._collection(name)
         with self.connection.transaction() as session:
-            for chunk in _chunks(ids):
+            for chunk in batched(ids, CHUNK):
                 collection.update_many({"_id": {"$in": chunk}}, {"$set": changes}, session=session)
         self.atlas.wrote(name, ids)
 
@@ -189,7 +185,7 @@ class MongoVectorStore(VectorStore):
         ids = self._matching(name, target)
         collection = self._collection(name)
         with self.connection.transaction() as session:
-            for chunk in _chunks(ids):
+            for chunk in batched(ids, CHUNK):
                 collection.delete_many({"_id": {"$in": chunk}}, session=session)
         self.atlas.deleted(name, ids)
 

@@ -28,6 +28,7 @@ import numpy as np
 from recallstack.adapters.pinecone import CAPABILITIES, KEY_ENV
 from recallstack.adapters.pinecone.filters import compile_filter
 from recallstack.adapters.pinecone.metadata import ORIGINAL_ID, decode, encode
+from recallstack.core.batching import batched
 from recallstack.core.errors import BackendError, IndexNotFoundError, InvalidInputError
 from recallstack.core.filters import Node
 from recallstack.core.filters import matches as matches_filter
@@ -78,11 +79,9 @@ class PineconeVectorStore(VectorStore):
         namespace: str = "",
         consistency_timeout: float = 60.0,
     ) -> None:
-        try:
-            from pinecone import Pinecone
-            from pinecone.errors.exceptions import PineconeError
-        except ImportError as exc:  # pragma: no cover - the registry checks first
-            raise BackendError("pinecone: the SDK is not installed") from exc
+        from pinecone import Pinecone
+        from pinecone.errors.exceptions import PineconeError
+
         parts = urlsplit(url)
         query = dict(parse_qsl(parts.query))
         self.prefix = parts.netloc or "rs"
@@ -97,7 +96,10 @@ class PineconeVectorStore(VectorStore):
         self.cloud, self.region, self.namespace = cloud, region, namespace
         self.timeout = consistency_timeout
         self.driver_errors = (PineconeError,)  # type: ignore[misc]
-        self.client = Pinecone(api_key=self._key, host=host or query.get("host"))
+        try:
+            self.client = Pinecone(api_key=self._key, host=host or query.get("host"))
+        except PineconeError as exc:  # a malformed host, say
+            raise BackendError(f"pinecone: {exc}") from exc
         self._indexes: dict[str, tuple[int, Metric, Any]] = {}
         self._written: dict[str, list[str]] = {}
         self._removed: dict[str, list[str]] = {}
@@ -125,10 +127,7 @@ class PineconeVectorStore(VectorStore):
         return None if found is None else (found[0], found[1])
 
     def _data(self, name: str) -> Any:
-        found = self._describe(name)
-        if found is None:
-            raise IndexNotFoundError(name)
-        return found[2]
+        return self._described(name)[2]
 
     def _create_index(self, name: str, dimension: int, config: IndexConfig) -> None:
         from pinecone import ServerlessSpec
@@ -201,7 +200,7 @@ class PineconeVectorStore(VectorStore):
             wanted = list(dict.fromkeys(record_id(i) for i in target))
             return [
                 i
-                for chunk in _chunks(wanted)
+                for chunk in batched(wanted, MAX_BATCH)
                 for i in data.fetch(ids=chunk, namespace=self.namespace).vectors
             ]
         dimension = self._described(name)[0]
@@ -228,7 +227,7 @@ class PineconeVectorStore(VectorStore):
         data = self._data(name)
         ids = self._ids(name, target)
         changed = []
-        for chunk in _chunks(ids):
+        for chunk in batched(ids, MAX_BATCH):
             for pid, stored in data.fetch(ids=chunk, namespace=self.namespace).vectors.items():
                 kept = decode(stored.metadata)
                 caller = (stored.metadata or {}).get(ORIGINAL_ID, pid)
@@ -239,7 +238,7 @@ class PineconeVectorStore(VectorStore):
     def _delete(self, name: str, target: list[str] | Node) -> None:
         data = self._data(name)
         ids = self._ids(name, target)
-        for chunk in _chunks(ids):
+        for chunk in batched(ids, MAX_BATCH):
             data.delete(ids=chunk, namespace=self.namespace)
         self._removed[name] = ids[-64:]
 
@@ -293,7 +292,7 @@ class PineconeVectorStore(VectorStore):
         ordered.sort(key=lambda m: m.score, reverse=True)
         ordered = ordered[:top_k]
         records: dict[str, Any] = {}
-        for chunk in _chunks([m.id for m in ordered]):
+        for chunk in batched([m.id for m in ordered], MAX_BATCH):
             records.update(data.fetch(ids=chunk, namespace=self.namespace).vectors)
         return [
             _Hit(m.id, m.score, records[m.id].metadata, records[m.id].values)
@@ -337,11 +336,6 @@ def _record(id_: str, row: Matrix, metadata: Metadata) -> dict[str, Any]:
     if pid != id_:
         stored[ORIGINAL_ID] = id_
     return {"id": pid, "values": row.tolist(), "metadata": stored}
-
-
-def _chunks(items: list[Any], size: int = MAX_BATCH) -> Iterator[list[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 def _requests(records: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
