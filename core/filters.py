@@ -2,7 +2,8 @@
 
 `parse_filter` validates a document once, before any backend is called, and
 returns a small typed tree. `matches` is the reference evaluator every backend
-is checked against. Adapters compile the tree with `walk` and `operators_in`;
+is checked against. Adapters compile the tree with `walk` and `operators_in`
+(and `without_negation` where the backend has no negation);
 `Capabilities.unsupported` says what a backend must refuse.
 Semantics: docs/spec/backends.md §5.
 """
@@ -10,9 +11,9 @@ Semantics: docs/spec/backends.md §5.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from recallstack.core.errors import FilterError, InvalidInputError
 from recallstack.core.metadata import Scalar, normalize_scalar
@@ -227,6 +228,28 @@ def operators_in(node: Node | None) -> set[str]:
     for n in walk(node):
         found.add("$not" if isinstance(n, Not) else n.op)
     return found
+
+
+T = TypeVar("T")
+
+
+def without_negation(
+    node: Node,
+    condition: Callable[[Condition, bool], T],
+    join: Callable[[str, list[T]], T],
+    negate: bool = False,
+) -> T:
+    """Compile a filter for a backend with no `$not` or `$nor`: negations are pushed down
+    to the conditions by De Morgan. `condition(c, negated)` compiles one condition, and
+    `join("$and" | "$or", parts)` combines compiled parts."""
+    if isinstance(node, Not):
+        return without_negation(node.child, condition, join, not negate)
+    if isinstance(node, Logical):
+        if node.op == "$nor":
+            return without_negation(Logical("$or", node.children), condition, join, not negate)
+        op = node.op if not negate else ("$or" if node.op == "$and" else "$and")
+        return join(op, [without_negation(c, condition, join, negate) for c in node.children])
+    return condition(node, negate)
 
 
 # ---- the reference evaluator -------------------------------------------------

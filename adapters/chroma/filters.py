@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from recallstack.adapters.chroma.metadata import KINDS, NUMBERS, key
-from recallstack.core.filters import Condition, Logical, Node, Not
+from recallstack.core.filters import Condition, Node, without_negation
 from recallstack.core.metadata import Scalar
 
 NEVER = "\x00never"
@@ -21,7 +21,7 @@ _OPPOSITE = {"$gt": "$lte", "$gte": "$lt", "$lt": "$gte", "$lte": "$gt"}
 
 
 def compile_filter(node: Node) -> dict[str, Any]:
-    return _node(node, negate=False)
+    return without_negation(node, _condition, _join)
 
 
 FANOUT = 8
@@ -39,17 +39,6 @@ def _join(op: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
         return {op: parts}
     size = -(-len(parts) // FANOUT)
     return {op: [_join(op, parts[i : i + size]) for i in range(0, len(parts), size)]}
-
-
-def _node(node: Node, negate: bool) -> dict[str, Any]:
-    if isinstance(node, Not):
-        return _node(node.child, not negate)
-    if isinstance(node, Logical):
-        if node.op == "$nor":
-            return _node(Logical("$or", node.children), not negate)
-        op = node.op if not negate else ("$or" if node.op == "$and" else "$and")
-        return _join(op, [_node(c, negate) for c in node.children])
-    return _condition(node, negate)
 
 
 def _condition(c: Condition, negate: bool) -> dict[str, Any]:

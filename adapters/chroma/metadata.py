@@ -31,6 +31,7 @@ import json
 from typing import Any
 
 from recallstack.adapters.key_encoding import decode_key, encode_key
+from recallstack.adapters.value_kinds import kind
 from recallstack.core.metadata import Metadata
 
 JSON = "\x00json"
@@ -55,25 +56,11 @@ def path_of(path: tuple[str, ...]) -> str:
     return ".".join(encode_key(p) for p in path)
 
 
-def _kind(value: Any) -> str:
-    if value is None:
-        return "z"
-    if isinstance(value, bool):
-        return "b"
-    if isinstance(value, int):
-        return "i"
-    if isinstance(value, float):
-        return "n"
-    if isinstance(value, str):
-        return "s"
-    return "l" if isinstance(value, list) else "o"
-
-
 def _flatten(value: dict[str, Any], prefix: str, out: dict[str, Any]) -> None:
     """Add the shadow keys of an object whose encoded path is `prefix` ("" at the top)."""
     for name, child in value.items():
         path = prefix + encode_key(name)  # encoded once for all of its keys
-        out[shadow("t" + _kind(child), path)] = True
+        out[shadow("t" + kind(child), path)] = True
         if isinstance(child, dict):
             _flatten(child, path + ".", out)
         elif isinstance(child, list):
@@ -82,9 +69,9 @@ def _flatten(value: dict[str, Any], prefix: str, out: dict[str, Any]) -> None:
                 float(x) for x in child if isinstance(x, int | float) and not isinstance(x, bool)
             ]
             bools = [x for x in child if isinstance(x, bool)]
-            for kind, items in (("ls", strings), ("ln", numbers), ("lb", bools)):
+            for listed, items in (("ls", strings), ("ln", numbers), ("lb", bools)):
                 if items:
-                    out[shadow(kind, path)] = items
+                    out[shadow(listed, path)] = items
             if numbers:
                 out[shadow("mx", path)] = max(numbers)
                 out[shadow("mn", path)] = min(numbers)

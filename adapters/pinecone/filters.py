@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from recallstack.adapters.pinecone.metadata import TAG, items, key
-from recallstack.core.filters import Condition, Logical, Node, Not
+from recallstack.core.filters import Condition, Node, without_negation
 from recallstack.core.metadata import Scalar
 
 NEVER = f"{TAG}never"
@@ -21,24 +21,13 @@ _OPPOSITE = {"$gt": "$lte", "$gte": "$lt", "$lt": "$gte", "$lte": "$gt"}
 
 
 def compile_filter(node: Node) -> dict[str, Any]:
-    return _node(node, negate=False)
+    return without_negation(node, _condition, _join)
 
 
 def _join(op: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
     if not parts:
         return EVERYTHING if op == "$and" else NOTHING
     return parts[0] if len(parts) == 1 else {op: parts}
-
-
-def _node(node: Node, negate: bool) -> dict[str, Any]:
-    if isinstance(node, Not):
-        return _node(node.child, not negate)
-    if isinstance(node, Logical):
-        if node.op == "$nor":
-            return _node(Logical("$or", node.children), not negate)
-        op = node.op if not negate else ("$or" if node.op == "$and" else "$and")
-        return _join(op, [_node(c, negate) for c in node.children])
-    return _condition(node, negate)
 
 
 def _condition(c: Condition, negate: bool) -> dict[str, Any]:

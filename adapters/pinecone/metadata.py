@@ -25,6 +25,7 @@ import json
 from typing import Any
 
 from recallstack.adapters.key_encoding import decode_key, encode_key
+from recallstack.adapters.value_kinds import kind
 from recallstack.core.errors import InvalidInputError
 from recallstack.core.metadata import Metadata, Scalar
 
@@ -72,20 +73,6 @@ def items(value: Scalar) -> list[str]:
     return [item(value)]
 
 
-def _kind(value: Any) -> str:
-    if value is None:
-        return "z"
-    if isinstance(value, bool):
-        return "b"
-    if isinstance(value, int):
-        return "i"
-    if isinstance(value, float):
-        return "n"
-    if isinstance(value, str):
-        return "s"
-    return "l" if isinstance(value, list) else "o"
-
-
 def encode(metadata: Metadata, id_: str) -> dict[str, Any]:
     """The stored keys of one record; over Pinecone's 40 KB it is refused, naming the id."""
     out: dict[str, Any] = {}
@@ -102,12 +89,12 @@ def _flatten(
 ) -> None:
     for name, child in value.items():
         path = (*prefix, name)
-        kind = _kind(child)
-        out[key("k", path)] = kind
+        form = kind(child)
+        out[key("k", path)] = form
         here = f"{where}.{name}"
-        if kind == "o":
+        if form == "o":
             _flatten(child, path, out, here)
-        elif kind == "l":
+        elif form == "l":
             if child:
                 out[key("l", path)] = [
                     item(_number(x, f"{here}[{n}]") if isinstance(x, int) else x)
@@ -117,10 +104,10 @@ def _flatten(
             if numbers:
                 out[key("hi", path)] = max(numbers)
                 out[key("lo", path)] = min(numbers)
-        elif kind in ("i", "n"):
+        elif form in ("i", "n"):
             out[key("n", path)] = _number(child, here)
-        elif kind in ("s", "b"):
-            out[key(kind, path)] = child
+        elif form in ("s", "b"):
+            out[key(form, path)] = child
 
 
 def _parse_item(text: str) -> Scalar:
@@ -140,27 +127,27 @@ def decode(stored: dict[str, Any] | None) -> Metadata:
     """The metadata the typed keys hold."""
     stored = stored or {}
     kinds = sorted(
-        (name[2:].split(SEPARATOR), kind)
-        for name, kind in stored.items()
+        (name[2:].split(SEPARATOR), form)
+        for name, form in stored.items()
         if name.startswith("k" + TAG)
     )
     metadata: Metadata = {}
-    for parts, kind in kinds:  # parents sort before their children
+    for parts, form in kinds:  # parents sort before their children
         node = metadata
         for part in parts[:-1]:
             node = node[decode_key(part)]
         encoded = SEPARATOR.join(parts)
         value: Any
-        if kind == "o":
+        if form == "o":
             value = {}
-        elif kind == "l":
+        elif form == "l":
             value = [_parse_item(x) for x in stored.get(f"l{TAG}{encoded}", [])]
-        elif kind == "z":
+        elif form == "z":
             value = None
-        elif kind in ("i", "n"):
+        elif form in ("i", "n"):
             number = stored[f"n{TAG}{encoded}"]
-            value = int(number) if kind == "i" else float(number)
+            value = int(number) if form == "i" else float(number)
         else:
-            value = stored[f"{kind}{TAG}{encoded}"]
+            value = stored[f"{form}{TAG}{encoded}"]
         node[decode_key(parts[-1])] = value
     return metadata
