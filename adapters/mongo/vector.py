@@ -182,7 +182,8 @@ class MongoVectorStore(VectorStore):
         self.atlas.wrote(name, ids)
 
     def _delete(self, name: str, target: list[str] | Node) -> None:
-        ids = self._matching(name, target)
+        # deleting an id that is not stored is a no-op: ids need no read first
+        ids = target if isinstance(target, list) else self._matching(name, target)
         collection = self._collection(name)
         with self.connection.transaction() as session:
             for chunk in batched(ids, CHUNK):

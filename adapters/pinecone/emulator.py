@@ -196,7 +196,7 @@ class Emulator:
             if id_ in records:
                 values, metadata = records[id_]
                 if "values" in body:
-                    values = _record(index, {"id": id_, "values": body["values"]})[1][0]
+                    values = _values(index, body["values"])
                 if "setMetadata" in body:
                     merged = {**metadata, **body["setMetadata"]}
                     metadata = _record(index, {"id": id_, "values": values, "metadata": merged})[1][
@@ -247,13 +247,7 @@ class Emulator:
         largest = MAX_TOP_K_WITH_DATA if with_data else MAX_TOP_K
         if not isinstance(top_k, int) or not 1 <= top_k <= largest:
             raise Refused(400, f"topK must be between 1 and {largest}")
-        vector = body.get("vector")
-        if not isinstance(vector, list) or len(vector) != index.dimension:
-            raise Refused(
-                400,
-                f"Vector dimension {len(vector or [])} does not match the index's "
-                f"dimension {index.dimension}",
-            )
+        vector = _values(index, body.get("vector"))
         flt = body.get("filter")
         if flt is not None:
             _check_filter(flt)
@@ -292,15 +286,7 @@ def _record(index: Index, vector: dict[str, Any]) -> tuple[str, tuple[list[float
     id_ = vector.get("id")
     if not isinstance(id_, str) or not 1 <= len(id_) <= MAX_ID:
         raise Refused(400, f"Vector ID must be 1 to {MAX_ID} characters")
-    values = vector.get("values")
-    if not isinstance(values, list) or len(values) != index.dimension:
-        raise Refused(
-            400,
-            f"Vector dimension {len(values or [])} does not match the index's "
-            f"dimension {index.dimension}",
-        )
-    if not all(isinstance(x, int | float) and math.isfinite(x) for x in values):
-        raise Refused(400, "Vector values must be finite numbers")
+    values = _values(index, vector.get("values"))
     metadata = vector.get("metadata") or {}
     if len(json.dumps(metadata).encode()) > MAX_METADATA:
         raise Refused(400, f"Metadata size exceeds the limit of {MAX_METADATA} bytes per vector")
@@ -316,7 +302,19 @@ def _record(index: Index, vector: dict[str, Any]) -> tuple[str, tuple[list[float
                 f"Metadata value for field {key} must be a string, number, boolean "
                 "or list of strings",
             )
-    return id_, ([float(x) for x in values], metadata)
+    return id_, (values, metadata)
+
+
+def _values(index: Index, values: Any) -> list[float]:
+    """A vector of the index's dimension, of finite numbers."""
+    if not isinstance(values, list) or len(values) != index.dimension:
+        size = len(values) if isinstance(values, list) else 0
+        raise Refused(
+            400, f"Vector dimension {size} does not match the index's dimension {index.dimension}"
+        )
+    if not all(isinstance(x, int | float) and math.isfinite(x) for x in values):
+        raise Refused(400, "Vector values must be finite numbers")
+    return [float(x) for x in values]
 
 
 def _check_filter(flt: Any) -> None:

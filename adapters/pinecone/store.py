@@ -193,16 +193,12 @@ class PineconeVectorStore(VectorStore):
         self._written[name] = [r["id"] for r in records[-64:]]
 
     def _ids(self, name: str, target: list[str] | Node) -> list[str]:
-        """Pinecone ids of `target` that exist: ids are checked with a fetch, a filter
-        lists its matches with filtered queries."""
-        data = self._data(name)
+        """Pinecone ids of `target`: the ids mapped (fetching or deleting one that is not
+        stored does nothing, so none is read first), or a filter's matches, listed with
+        filtered queries."""
         if isinstance(target, list):
-            wanted = list(dict.fromkeys(record_id(i) for i in target))
-            return [
-                i
-                for chunk in batched(wanted, MAX_BATCH)
-                for i in data.fetch(ids=chunk, namespace=self.namespace).vectors
-            ]
+            return list(dict.fromkeys(record_id(i) for i in target))
+        data = self._data(name)
         dimension = self._described(name)[0]
         matches = data.query(
             vector=[1.0] * dimension,
