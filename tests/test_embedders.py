@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import email.utils
+import os
 import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
 import pytest
@@ -88,6 +90,76 @@ def test_missing_model_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) 
 def test_local_directory_must_hold_a_model(tmp_path: object) -> None:
     with pytest.raises(InvalidInputError, match="sentence-transformers model"):
         registry().embedder(f"local/{tmp_path}")
+
+
+def _in_a_process(script: str, cache: object) -> str:
+    """Run `script` in a new process (models are cached per process) with its own cache."""
+    environment = {**os.environ, "RECALLSTACK_CACHE_DIR": str(cache)}
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        capture_output=True,
+        text=True,
+        env=environment,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout
+
+
+def test_onnx_runtime_gives_torchs_vectors(local: LocalEmbedder) -> None:
+    """The default runtime is ONNX Runtime, and its vectors are torch's: short and
+    full-length inputs, other scripts, batches of mixed lengths across batch_size."""
+    assert local.runtime == "onnx"
+    reference = LocalEmbedder(runtime="torch")
+    assert (reference.dimension, reference.max_input) == (local.dimension, local.max_input)
+    full = " ".join(f"word{i}" for i in range(400))
+    full = full[: local.token_offsets(full)[local.max_input]]
+    texts = [
+        "x",
+        "Where did Caroline go on the 7th of May?",
+        "Ünïcödé, 漢字 und emoji 🎉 in one line",
+        full,
+        *(f"message {i}: " + "more words " * (i % 40) for i in range(70)),
+    ]
+    assert len(local.token_offsets(full)) == local.max_input
+    ours, torchs = local.embed(texts), reference.embed(texts)
+    assert float((ours * torchs).sum(axis=1).min()) >= 0.999
+    assert [int(i) for i in np.argsort(ours[1] @ ours.T)[-3:]] == [
+        int(i) for i in np.argsort(torchs[1] @ torchs.T)[-3:]
+    ]
+
+
+def test_the_onnx_export_is_made_once_and_needs_no_torch_after(tmp_path: object) -> None:
+    embed = """
+        from recallstack.embedders.local import LocalEmbedder
+        print(LocalEmbedder().embed(["cached"])[0][:4].tolist())
+        """
+    first = _in_a_process(embed, tmp_path)
+    (exported,) = (tmp_path / "onnx").glob("*.onnx")  # type: ignore[operator]
+    stamp = exported.stat().st_mtime_ns
+    without_torch = "import sys; sys.modules['torch'] = None\n" + textwrap.dedent(embed)
+    assert _in_a_process(without_torch, tmp_path) == first
+    assert exported.stat().st_mtime_ns == stamp
+
+
+def test_a_corrupt_export_is_made_again(tmp_path: object) -> None:
+    embed = """
+        from recallstack.embedders.local import LocalEmbedder
+        print(LocalEmbedder().embed(["cached"])[0][:4].tolist())
+        """
+    first = _in_a_process(embed, tmp_path)
+    (exported,) = (tmp_path / "onnx").glob("*.onnx")  # type: ignore[operator]
+    exported.write_bytes(exported.read_bytes()[:1000])  # a write cut short
+    assert _in_a_process(embed, tmp_path) == first
+    assert exported.stat().st_size > 1_000_000
+
+
+def test_the_runtime_is_checked(tmp_path: object) -> None:
+    with pytest.raises(InvalidInputError, match="runtime must be 'auto', 'onnx' or 'torch'"):
+        LocalEmbedder(runtime="gpu")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="runtime='onnx' needs device='cpu'"):
+        LocalEmbedder(device="meta", runtime="onnx")
+    with pytest.raises(InvalidInputError, match="threads must be a positive int"):
+        LocalEmbedder(threads=0)
 
 
 # ---- OpenAI-compatible ------------------------------------------------------------
@@ -253,18 +325,17 @@ def test_the_local_model_refuses_what_it_would_cut(local: LocalEmbedder) -> None
 
 
 def test_ten_memories_load_the_model_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    import sentence_transformers
-
     from recallstack.embedders import local as local_module
+    from recallstack.embedders import onnx_model
 
     loads: list[str] = []
 
-    class Counted(sentence_transformers.SentenceTransformer):  # type: ignore[misc]
-        def __init__(self, *args: object, **kwargs: object) -> None:
+    class Counted(onnx_model.OnnxModel):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
             loads.append(str(args[0]))
             super().__init__(*args, **kwargs)
 
-    monkeypatch.setattr(sentence_transformers, "SentenceTransformer", Counted)
+    monkeypatch.setattr(onnx_model, "OnnxModel", Counted)
     monkeypatch.setattr(local_module, "_MODELS", {})
     memories = [
         Memory("memory://", "memory://", "local/all-MiniLM-L6-v2", {"semantic_recall": True})
