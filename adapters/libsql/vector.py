@@ -5,7 +5,9 @@ written from raw float32 bytes. Queries are exact: the vectors are cached in
 process as one matrix, refreshed incrementally from the write sequence and
 reloaded when another connection deleted rows, and scored with numpy. A
 filter is compiled to SQL that selects the candidate rows, and only those are
-scored, so a filtered query returns the true top-K among matching rows.
+scored, so a filtered query returns the true top-K among matching rows. A
+scoped filter (a resource, a thread) takes its candidates from the cache's own
+list of each scope's rows instead, so it costs what the scope holds.
 
 `index_config={"type": "diskann"}` adds libSQL's DiskANN index
 (`libsql_vector_idx`, cosine or euclidean) and answers unfiltered queries
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
@@ -32,10 +35,11 @@ from recallstack.adapters.libsql.sql_filters import (
     decode_document,
     encode_document,
     index_statements,
+    json_path,
 )
 from recallstack.adapters.table_names import table_name
 from recallstack.core.errors import UnsupportedFeatureError
-from recallstack.core.filters import Node
+from recallstack.core.filters import SCOPE_KEYS, Node, scope_of
 from recallstack.core.metadata import Metadata
 from recallstack.core.scores import Matrix, best, row_norms, score
 from recallstack.core.vector_store import VectorBatch, VectorStore
@@ -56,12 +60,20 @@ def _catalog(db: Database) -> None:
 MIGRATIONS = [_catalog]
 
 
+Scopes = list[tuple[Any, ...]]
+"""Each row's value of every `SCOPE_KEYS` key, as `_scope_columns` reads them."""
+
+
 class _Rows:
     """Growable arrays that snapshots of one index share: each snapshot sees a prefix.
 
     Rows are only ever appended past every snapshot's prefix, so a snapshot a
     query is still reading never changes under it; appending doubles the
     capacity when it runs out, so a write costs what it adds, not the index size.
+    `groups` lists the positions of the rows under each scope value, ascending
+    (appends keep them so), and `irregular` the scope keys some row holds a list
+    under: a scoped query reads its group, not the whole table, unless its key
+    is irregular.
     """
 
     def __init__(self, dimension: int, capacity: int) -> None:
@@ -70,21 +82,38 @@ class _Rows:
         self.ids: list[str] = []
         self.matrix: Matrix = np.empty((capacity, dimension), dtype=np.float32)
         self.norms = np.empty(capacity, dtype=np.float64)
+        self.scopes: Scopes = []
+        self.groups: dict[tuple[str, str], list[int]] = {}
+        self.irregular: set[str] = set()
 
     @classmethod
     def of(
-        cls, rowids: npt.NDArray[np.int64], ids: list[str], matrix: Matrix, spare: int = 0
+        cls,
+        rowids: npt.NDArray[np.int64],
+        ids: list[str],
+        matrix: Matrix,
+        scopes: Scopes,
+        spare: int = 0,
     ) -> _Rows:
         rows = cls(matrix.shape[1], len(rowids) + spare)
-        rows.append(rowids, ids, matrix)
+        rows.append(rowids, ids, matrix, scopes)
         return rows
 
-    def append(self, rowids: npt.NDArray[np.int64], ids: list[str], matrix: Matrix) -> None:
+    def append(
+        self, rowids: npt.NDArray[np.int64], ids: list[str], matrix: Matrix, scopes: Scopes
+    ) -> None:
         start, end = self.used, self.used + len(rowids)
         self.rowids[start:end] = rowids
         self.ids += ids
         self.matrix[start:end] = matrix
         self.norms[start:end] = row_norms(matrix)
+        self.scopes += scopes
+        for position, values in enumerate(scopes, start):
+            for key, value in zip(_SCOPE_ORDER, values, strict=True):
+                if isinstance(value, str):
+                    self.groups.setdefault((key, value), []).append(position)
+                elif value is not None:  # a list: its members are not grouped
+                    self.irregular.add(key)
         self.used = end
 
 
@@ -116,6 +145,18 @@ class _Snapshot:
     @property
     def norms(self) -> npt.NDArray[np.float64]:
         return self.rows.norms[: self.size]
+
+    def scoped(self, equalities: Mapping[str, str]) -> npt.NDArray[np.intp] | None:
+        """Positions of the rows under these scope values, or None when a key is
+        irregular (a list somewhere): then only SQL knows which rows match."""
+        if any(key in self.rows.irregular for key in equalities):
+            return None
+        found: npt.NDArray[np.intp] | None = None
+        for entry in equalities.items():
+            group = np.array(self.rows.groups.get(entry, ()), dtype=np.intp)
+            group = group[: np.searchsorted(group, self.size)]  # rows of later snapshots
+            found = group if found is None else np.intersect1d(found, group, assume_unique=True)
+        return found
 
 
 class LibSQLVectorStore(VectorStore):
@@ -215,14 +256,16 @@ class LibSQLVectorStore(VectorStore):
                 # through the seq index: an ORDER BY rowid would tempt SQLite into
                 # reading the whole table in rowid order (60 ms at 100,000 rows)
                 rows = self.db.query(
-                    f"SELECT rowid, id, embedding FROM {table} INDEXED BY {table}_seq "
-                    "WHERE seq > ?",
+                    f"SELECT rowid, id, embedding, {_SCOPE_COLUMNS} FROM {table} "
+                    f"INDEXED BY {table}_seq WHERE seq > ?",
                     (snap.version,),
                 )
                 rows.sort(key=itemgetter(0))
                 folded = _apply(snap, rows, dimension, version)
             if folded is None:
-                rows = self.db.query(f"SELECT rowid, id, embedding FROM {table} ORDER BY rowid")
+                rows = self.db.query(
+                    f"SELECT rowid, id, embedding, {_SCOPE_COLUMNS} FROM {table} ORDER BY rowid"
+                )
                 ann = IndexConfig.model_validate_json(config).type == "diskann"
                 folded = _build(rows, dimension, metric, version, delete_version, ann)
             self._snapshots[name] = folded
@@ -251,7 +294,8 @@ class LibSQLVectorStore(VectorStore):
                 else self._approximate(name, snap, vector, top_k)
             )
             scores = score(snap.matrix[positions], vector, snap.metric, snap.norms[positions])
-            ids = [snap.ids[p] for p in positions]
+            every = snap.ids  # one property read, not one per row
+            ids = [every[p] for p in positions.tolist()]
             ranked = best(scores, ids, top_k, min_score)
             chosen = [(int(positions[i]), float(scores[i])) for i in ranked]
         metadata = self._metadata(name, [int(snap.rowids[p]) for p, _ in chosen])
@@ -277,9 +321,22 @@ class LibSQLVectorStore(VectorStore):
         return _positions(snap, rows)
 
     def _candidates(self, name: str, snap: _Snapshot, filter: Node) -> npt.NDArray[np.intp]:
-        """Positions in the snapshot of the rows the filter selects."""
-        sql, params = compile_filter(filter, table_name(name))
-        rows = self.db.query(f"SELECT rowid FROM {table_name(name)} WHERE {sql}", params)
+        """Positions in the snapshot of the rows the filter selects: a scoped filter
+        reads its scope's rows from the cache, and SQL checks only those."""
+        scope = scope_of(filter, SCOPE_KEYS)
+        positions = snap.scoped(scope.equalities) if scope.equalities else None
+        if positions is not None and scope.complete:
+            return positions
+        table = table_name(name)
+        sql, params = compile_filter(filter, table)
+        if positions is None:
+            rows = self.db.query(f"SELECT rowid FROM {table} WHERE {sql}", params)
+        else:
+            rows = self.db.query(
+                f"SELECT rowid FROM {table} "
+                f"WHERE rowid IN (SELECT value FROM json_each(?)) AND {sql}",
+                [json.dumps(snap.rowids[positions].tolist()), *params],
+            )
         return _positions(snap, rows)
 
     def _metadata(self, name: str, rowids: list[int]) -> dict[int, Metadata]:
@@ -362,6 +419,20 @@ def _matrix(rows: list[tuple[Any, ...]], dimension: int) -> Matrix:
     return np.frombuffer(blob, dtype=np.float32).reshape(len(rows), dimension)
 
 
+_SCOPE_ORDER = sorted(SCOPE_KEYS)
+_SCOPE_COLUMNS = ", ".join(
+    f"CASE json_type(metadata, '{json_path((key,))}') "
+    f"WHEN 'text' THEN json_extract(metadata, '{json_path((key,))}') WHEN 'array' THEN 0 END"
+    for key in _SCOPE_ORDER
+)
+"""Each scope key's value after (rowid, id, embedding): the string, 0 for a list (the
+key is then irregular), else NULL (absent, or a value `$eq` on a string never matches)."""
+
+
+def _scopes(rows: list[tuple[Any, ...]]) -> Scopes:
+    return [r[3:] for r in rows]
+
+
 def _build(
     rows: list[tuple[Any, ...]],
     dimension: int,
@@ -372,7 +443,7 @@ def _build(
 ) -> _Snapshot:
     rowids = np.array([r[0] for r in rows], dtype=np.int64)
     spare = 1024 + len(rows) // 4  # room for the writes that follow a load
-    shared = _Rows.of(rowids, [r[1] for r in rows], _matrix(rows, dimension), spare)
+    shared = _Rows.of(rowids, [r[1] for r in rows], _matrix(rows, dimension), _scopes(rows), spare)
     return _Snapshot(version, deleted, metric, shared, len(rows), ann)
 
 
@@ -395,13 +466,19 @@ def _apply(
         return None
     shared, size = snap.rows, snap.size
     added = int(fresh.sum())
+    scopes = _scopes(rows)
     if known.any() or shared.used != size or size + added > len(shared.rowids):
         # rows change in place only in a copy; a full buffer (or one a sibling
         # snapshot already grew) is copied with room to double
         spare = max(size + added, 1024)
-        shared = _Rows.of(snap.rowids, snap.ids[:size], snap.matrix, spare)
+        kept = shared.scopes[:size]
+        for position, values, was in zip(at, scopes, known, strict=True):
+            if was:
+                kept[position] = values
+        shared = _Rows.of(snap.rowids, snap.ids[:size], snap.matrix, kept, spare)
         shared.matrix[at[known]] = changed[known]
         shared.norms[at[known]] = row_norms(changed[known])
     new_ids = [r[1] for r, new in zip(rows, fresh, strict=True) if new]
-    shared.append(rowids[fresh], new_ids, changed[fresh])
+    new_scopes = [v for v, new in zip(scopes, fresh, strict=True) if new]
+    shared.append(rowids[fresh], new_ids, changed[fresh], new_scopes)
     return _Snapshot(version, snap.delete_version, snap.metric, shared, size + added, snap.ann)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from recallstack.adapters.memory import CAPABILITIES
-from recallstack.core.filters import Node, matches
+from recallstack.core.filters import SCOPE_KEYS, Node, matches, scope_of
 from recallstack.core.metadata import Metadata
 from recallstack.core.scores import Matrix, best, score
 from recallstack.core.vector_store import VectorBatch, VectorStore
@@ -17,9 +17,47 @@ from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResul
 
 @dataclass
 class _Index:
+    """The rows, and the ids under each scope value (`SCOPE_KEYS`), so that a scoped
+    query checks the rows of its scope, not every row."""
+
     dimension: int
     metric: Metric
     rows: dict[str, tuple[Matrix, Metadata]] = field(default_factory=dict)
+    scopes: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+
+    def put(self, id_: str, vector: Matrix, metadata: Metadata) -> None:
+        if id_ in self.rows:
+            self.remove(id_)
+        self.rows[id_] = (vector, metadata)
+        for entry in _scope_entries(metadata):
+            self.scopes.setdefault(entry, set()).add(id_)
+
+    def remove(self, id_: str) -> None:
+        _, metadata = self.rows.pop(id_)
+        for entry in _scope_entries(metadata):
+            self.scopes[entry].discard(id_)
+            if not self.scopes[entry]:
+                del self.scopes[entry]
+
+    def candidates(self, filter: Node | None) -> list[str]:
+        """The ids that may match: a scope's ids when the filter names one, else all."""
+        equalities = scope_of(filter, SCOPE_KEYS).equalities
+        if not equalities:
+            return list(self.rows)
+        groups = [self.scopes.get(entry, set()) for entry in equalities.items()]
+        return list(set.intersection(*groups))
+
+
+def _scope_entries(metadata: Metadata) -> list[tuple[str, str]]:
+    """(key, value) for each string a scope key holds, a list's strings included
+    (`$eq` matches a list that contains the value)."""
+    entries = []
+    for key in SCOPE_KEYS:
+        value = metadata.get(key)
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str):
+                entries.append((key, item))
+    return entries
 
 
 class InMemoryVectorStore(VectorStore):
@@ -42,9 +80,9 @@ class InMemoryVectorStore(VectorStore):
 
     def _upsert(self, name: str, batch: VectorBatch) -> None:
         with self._lock:
-            rows = self._indexes[name].rows
+            index = self._indexes[name]
             for id_, vector, metadata in zip(batch.ids, batch.vectors, batch.metadata, strict=True):
-                rows[id_] = (vector.copy(), metadata)
+                index.put(id_, vector.copy(), metadata)
 
     def _query(
         self,
@@ -57,7 +95,8 @@ class InMemoryVectorStore(VectorStore):
     ) -> list[QueryResult]:
         with self._lock:
             index = self._indexes[name]
-            hits = [(i, row) for i, row in index.rows.items() if matches(filter, row[1])]
+            rows = ((i, index.rows[i]) for i in index.candidates(filter))
+            hits = [(i, row) for i, row in rows if matches(filter, row[1])]
         if not hits:
             return []
         ids = [i for i, _ in hits]
@@ -86,7 +125,7 @@ class InMemoryVectorStore(VectorStore):
     def _matching(self, index: _Index, target: list[str] | Node) -> list[str]:
         if isinstance(target, list):
             return [i for i in target if i in index.rows]
-        return [i for i, (_, metadata) in index.rows.items() if matches(target, metadata)]
+        return [i for i in index.candidates(target) if matches(target, index.rows[i][1])]
 
     def _update(
         self, name: str, target: list[str] | Node, vector: Matrix | None, metadata: Metadata | None
@@ -95,7 +134,8 @@ class InMemoryVectorStore(VectorStore):
             index = self._indexes[name]
             for id_ in self._matching(index, target):
                 old_vector, old_metadata = index.rows[id_]
-                index.rows[id_] = (
+                index.put(
+                    id_,
                     old_vector if vector is None else vector.copy(),
                     old_metadata if metadata is None else metadata,
                 )
@@ -104,4 +144,4 @@ class InMemoryVectorStore(VectorStore):
         with self._lock:
             index = self._indexes[name]
             for id_ in self._matching(index, target):
-                del index.rows[id_]
+                index.remove(id_)
