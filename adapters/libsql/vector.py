@@ -18,17 +18,19 @@ the exact path, so they never return fewer than top_k matching rows.
 
 from __future__ import annotations
 
+import bisect
 import json
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from operator import itemgetter
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from recallstack.adapters.libsql import CAPABILITIES
+from recallstack.adapters.libsql import CAPABILITIES, vector_file
 from recallstack.adapters.libsql.database import Database
 from recallstack.adapters.libsql.sql_filters import (
     compile_filter,
@@ -57,7 +59,33 @@ def _catalog(db: Database) -> None:
     )
 
 
-MIGRATIONS = [_catalog]
+def _generation(db: Database) -> None:
+    """Each index gets a random generation, written into its vector file, so that a
+    file never stands for another index of the same name or another database."""
+    db.query(f"ALTER TABLE {CATALOG} ADD COLUMN generation TEXT NOT NULL DEFAULT ''")
+    db.query(f"UPDATE {CATALOG} SET generation = lower(hex(randomblob(8)))")
+
+
+MIGRATIONS = [_catalog, _generation]
+PERSIST_FROM = 1_000
+"""Indexes of fewer rows load from SQL in a few milliseconds: they get no vector file."""
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """An index's catalog row."""
+
+    table: str
+    dimension: int
+    metric: Metric
+    version: int
+    delete_version: int
+    config: str
+    generation: str
+
+    @property
+    def ann(self) -> bool:
+        return IndexConfig.model_validate_json(self.config).type == "diskann"
 
 
 Scopes = list[tuple[Any, ...]]
@@ -82,9 +110,39 @@ class _Rows:
         self.ids: list[str] = []
         self.matrix: Matrix = np.empty((capacity, dimension), dtype=np.float32)
         self.norms = np.empty(capacity, dtype=np.float64)
-        self.scopes: Scopes = []
+        self._scopes: Scopes | None = []
         self.groups: dict[tuple[str, str], list[int]] = {}
         self.irregular: set[str] = set()
+
+    @classmethod
+    def mapped(
+        cls,
+        arrays: dict[str, npt.NDArray[Any]],
+        ids: list[str],
+        groups: dict[tuple[str, str], list[int]],
+        irregular: set[str],
+    ) -> _Rows:
+        """Rows read from a vector file, without spare capacity: the first write copies."""
+        rows = cls(arrays["matrix"].shape[1], 0)
+        rows.rowids, rows.matrix, rows.norms = arrays["rowids"], arrays["matrix"], arrays["norms"]
+        rows.used = len(ids)
+        rows.ids = ids
+        rows._scopes = None  # built from the groups if a fold needs them
+        rows.groups = groups
+        rows.irregular = irregular
+        return rows
+
+    @property
+    def scopes(self) -> Scopes:
+        """Each row's scope values (a list under an irregular key reads as None)."""
+        if self._scopes is None:
+            values: list[list[str | None]] = [[None] * len(_SCOPE_ORDER) for _ in self.ids]
+            for (key, value), positions in self.groups.items():
+                column = _SCOPE_ORDER.index(key)
+                for position in positions:
+                    values[position][column] = value
+            self._scopes = [tuple(v) for v in values]
+        return self._scopes
 
     @classmethod
     def of(
@@ -107,7 +165,7 @@ class _Rows:
         self.ids += ids
         self.matrix[start:end] = matrix
         self.norms[start:end] = row_norms(matrix)
-        self.scopes += scopes
+        self.scopes.extend(scopes)
         for position, values in enumerate(scopes, start):
             for key, value in zip(_SCOPE_ORDER, values, strict=True):
                 if isinstance(value, str):
@@ -169,22 +227,24 @@ class LibSQLVectorStore(VectorStore):
         self.db = Database(url, **options)
         self.db.migrate("vector", MIGRATIONS)
         self._snapshots: dict[str, _Snapshot] = {}
+        self._persisted: dict[str, int] = {}
+        """Rows in each index's vector file (by table), as this store last read or wrote it."""
         self._lock = threading.Lock()
 
     def close(self) -> None:
         self.db.close()
 
-    def _entry(self, name: str) -> tuple[str, int, Metric, int, int, str] | None:
+    def _entry(self, name: str) -> _Entry | None:
         rows = self.db.query(
-            f"SELECT table_name, dimension, metric, version, delete_version, config FROM {CATALOG} "
-            "WHERE name = ?",
+            f"SELECT table_name, dimension, metric, version, delete_version, config, generation "
+            f"FROM {CATALOG} WHERE name = ?",
             (name,),
         )
-        return rows[0] if rows else None
+        return _Entry(*rows[0]) if rows else None
 
     def _shape(self, name: str) -> tuple[int, Metric] | None:
         entry = self._entry(name)
-        return None if entry is None else (entry[1], entry[2])
+        return None if entry is None else (entry.dimension, entry.metric)
 
     def _create_index(self, name: str, dimension: int, config: IndexConfig) -> None:
         table = table_name(name)
@@ -194,8 +254,8 @@ class LibSQLVectorStore(VectorStore):
             )
         with self.db.transaction():
             self.db.query(
-                f"INSERT INTO {CATALOG} (name, table_name, dimension, metric, config) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT(name) DO NOTHING",
+                f"INSERT INTO {CATALOG} (name, table_name, dimension, metric, config, generation) "
+                "VALUES (?, ?, ?, ?, ?, lower(hex(randomblob(8)))) ON CONFLICT(name) DO NOTHING",
                 (name, table, dimension, config.metric, config.model_dump_json()),
             )
             self.db.query(
@@ -240,19 +300,22 @@ class LibSQLVectorStore(VectorStore):
     # ---- the cache ----------------------------------------------------------------
 
     def _snapshot(self, name: str) -> _Snapshot:
-        """The index's vectors, brought up to date with the database."""
+        """The index's vectors, brought up to date with the database: from this
+        process's cache, else from the vector file, else from every SQL row; then
+        the rows written since are folded in."""
         entry = self._entry(name)
         assert entry is not None
-        table, dimension, metric, version, delete_version, config = entry
+        table, dimension = entry.table, entry.dimension
         with self._lock:
-            snap = self._snapshots.get(name)
+            snap = self._snapshots.get(name) or self._mapped(entry)
             if snap is not None and (snap.version, snap.delete_version) == (
-                version,
-                delete_version,
+                entry.version,
+                entry.delete_version,
             ):
+                self._snapshots[name] = snap
                 return snap
             folded = None
-            if snap is not None and snap.delete_version == delete_version:
+            if snap is not None and snap.delete_version == entry.delete_version:
                 # through the seq index: an ORDER BY rowid would tempt SQLite into
                 # reading the whole table in rowid order (60 ms at 100,000 rows)
                 rows = self.db.query(
@@ -261,15 +324,85 @@ class LibSQLVectorStore(VectorStore):
                     (snap.version,),
                 )
                 rows.sort(key=itemgetter(0))
-                folded = _apply(snap, rows, dimension, version)
+                folded = _apply(snap, rows, dimension, entry.version)
+            loaded = folded is None
             if folded is None:
                 rows = self.db.query(
                     f"SELECT rowid, id, embedding, {_SCOPE_COLUMNS} FROM {table} ORDER BY rowid"
                 )
-                ann = IndexConfig.model_validate_json(config).type == "diskann"
-                folded = _build(rows, dimension, metric, version, delete_version, ann)
+                folded = _build(rows, entry)
             self._snapshots[name] = folded
+            behind = folded.size >= self._persisted.get(table, 0) * 5 / 4
+            if folded.size >= PERSIST_FROM and (loaded or behind):
+                self._persist(entry, folded)
             return folded
+
+    def _vector_file(self, entry: _Entry) -> Path | None:
+        """`<database>-vectors/<table>.rsv` beside a local database file; None otherwise."""
+        location = self.db.location
+        if location.remote is not None or location.path in ("", ":memory:"):
+            return None
+        return Path(f"{location.path}-vectors") / f"{entry.table}.rsv"
+
+    def _mapped(self, entry: _Entry) -> _Snapshot | None:
+        """The snapshot in the vector file, when there is one for this index as it is:
+        same generation, same deletes, no newer than the catalog (later writes are
+        folded in by the caller)."""
+        path = self._vector_file(entry)
+        found = vector_file.read(path) if path is not None else None
+        if found is None:
+            return None
+        header, arrays = found
+        if (
+            header.get("generation") != entry.generation
+            or header.get("delete_version") != entry.delete_version
+            or not 0 <= header.get("version", -1) <= entry.version
+            or arrays.get("matrix") is None
+            or arrays["matrix"].shape[1:] != (entry.dimension,)
+        ):
+            return None
+        groups = {
+            (key, value): positions
+            for key, by_value in header["groups"].items()
+            for value, positions in by_value.items()
+        }
+        rows = _Rows.mapped(arrays, header["ids"], groups, set(header["irregular"]))
+        self._persisted[entry.table] = rows.used
+        return _Snapshot(
+            header["version"], entry.delete_version, entry.metric, rows, rows.used, entry.ann
+        )
+
+    def _persist(self, entry: _Entry, snap: _Snapshot) -> None:
+        """Write the snapshot to the vector file (after a full load, or once the rows
+        written since the last file are a quarter of it). A file that cannot be
+        written only costs the next process a load from SQL."""
+        path = self._vector_file(entry)
+        if path is None:
+            return
+        size, groups = snap.size, snap.rows.groups
+        by_key: dict[str, dict[str, list[int]]] = {key: {} for key in _SCOPE_ORDER}
+        for (key, value), positions in list(groups.items()):
+            inside = positions[: bisect.bisect_left(positions, size)]
+            if inside:
+                by_key[key][value] = inside
+        header = {
+            "generation": entry.generation,
+            "version": snap.version,
+            "delete_version": snap.delete_version,
+            "ids": snap.ids[:size],
+            "groups": by_key,
+            "irregular": sorted(snap.rows.irregular),
+        }
+        arrays: dict[str, npt.NDArray[Any]] = {
+            "matrix": snap.matrix,
+            "rowids": snap.rowids,
+            "norms": snap.norms,
+        }
+        try:
+            vector_file.write(path, header, arrays, like=Path(self.db.location.path))
+        except OSError:
+            return
+        self._persisted[entry.table] = size
 
     # ---- reads ------------------------------------------------------------------
 
@@ -352,8 +485,8 @@ class LibSQLVectorStore(VectorStore):
     def _describe_index(self, name: str) -> IndexStats:
         entry = self._entry(name)
         assert entry is not None
-        (count,) = self.db.query(f"SELECT count(*) FROM {entry[0]}")[0]
-        return IndexStats(dimension=entry[1], count=count, metric=entry[2])
+        (count,) = self.db.query(f"SELECT count(*) FROM {entry.table}")[0]
+        return IndexStats(dimension=entry.dimension, count=count, metric=entry.metric)
 
     def _list_indexes(self) -> list[str]:
         return [r[0] for r in self.db.query(f"SELECT name FROM {CATALOG}")]
@@ -361,11 +494,16 @@ class LibSQLVectorStore(VectorStore):
     # ---- writes -------------------------------------------------------------------
 
     def _delete_index(self, name: str) -> None:
+        entry = self._entry(name)
         with self.db.transaction():
             self.db.query(f"DROP TABLE IF EXISTS {table_name(name)}")
             self.db.query(f"DELETE FROM {CATALOG} WHERE name = ?", (name,))
         with self._lock:
             self._snapshots.pop(name, None)
+            self._persisted.pop(table_name(name), None)
+            path = self._vector_file(entry) if entry is not None else None
+            if path is not None:
+                path.unlink(missing_ok=True)
 
     def _where(self, name: str, target: list[str] | Node) -> tuple[str, list[Any]]:
         if isinstance(target, list):
@@ -433,18 +571,14 @@ def _scopes(rows: list[tuple[Any, ...]]) -> Scopes:
     return [r[3:] for r in rows]
 
 
-def _build(
-    rows: list[tuple[Any, ...]],
-    dimension: int,
-    metric: Metric,
-    version: int,
-    deleted: int,
-    ann: bool,
-) -> _Snapshot:
+def _build(rows: list[tuple[Any, ...]], entry: _Entry) -> _Snapshot:
     rowids = np.array([r[0] for r in rows], dtype=np.int64)
     spare = 1024 + len(rows) // 4  # room for the writes that follow a load
-    shared = _Rows.of(rowids, [r[1] for r in rows], _matrix(rows, dimension), _scopes(rows), spare)
-    return _Snapshot(version, deleted, metric, shared, len(rows), ann)
+    matrix = _matrix(rows, entry.dimension)
+    shared = _Rows.of(rowids, [r[1] for r in rows], matrix, _scopes(rows), spare)
+    return _Snapshot(
+        entry.version, entry.delete_version, entry.metric, shared, len(rows), entry.ann
+    )
 
 
 def _apply(
@@ -476,6 +610,7 @@ def _apply(
             if was:
                 kept[position] = values
         shared = _Rows.of(snap.rowids, snap.ids[:size], snap.matrix, kept, spare)
+        shared.irregular |= snap.rows.irregular  # a file's rows keep no list values
         shared.matrix[at[known]] = changed[known]
         shared.norms[at[known]] = row_norms(changed[known])
     new_ids = [r[1] for r, new in zip(rows, fresh, strict=True) if new]

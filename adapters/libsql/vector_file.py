@@ -1,0 +1,83 @@
+"""The vector file: a persisted copy of an index's cached vectors, memory-mapped on open.
+
+Loading 100,000 vectors from SQL rows takes about a second; mapping this file
+takes milliseconds, so a new process (a CLI call, a serverless worker) answers
+its first query near the warm speed. The file is only a cache: the database
+stays the truth, and the store uses a file only when its header matches the
+catalog (see `LibSQLVectorStore._snapshot`). It is written whole under a
+temporary name, flushed to disk and renamed, so a reader sees a whole file or
+none; a file that is cut short, corrupt or of another layout reads as None.
+
+Layout: 8 bytes of magic, the header's length (8 bytes, little-endian), the
+header (JSON: the caller's fields and where each array lies), then the arrays,
+each at an offset aligned to 64 bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+MAGIC = b"RSVECS01"
+_ALIGN = 64
+
+
+def write(
+    path: Path, header: dict[str, Any], arrays: dict[str, npt.NDArray[Any]], like: Path
+) -> None:
+    """Write the header and arrays to `path`, atomically, readable by whoever can read
+    `like` (the database file)."""
+    layout: list[dict[str, Any]] = []
+    offsets: list[int] = []
+    end = 0
+    for name, array in arrays.items():
+        layout.append({"name": name, "dtype": array.dtype.str, "shape": array.shape, "at": end})
+        offsets.append(end)
+        end += -(-array.nbytes // _ALIGN) * _ALIGN
+    text = json.dumps({**header, "arrays": layout}, separators=(",", ":")).encode()
+    start = -(-(16 + len(text)) // _ALIGN) * _ALIGN
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".part")
+    try:
+        os.chmod(temporary, like.stat().st_mode & 0o666)
+        with os.fdopen(handle, "wb") as out:
+            out.write(MAGIC + len(text).to_bytes(8, "little") + text)
+            for offset, array in zip(offsets, arrays.values(), strict=True):
+                out.seek(start + offset)
+                out.write(np.ascontiguousarray(array).data.cast("B"))
+            out.truncate(start + end)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def read(path: Path) -> tuple[dict[str, Any], dict[str, npt.NDArray[Any]]] | None:
+    """The header and the arrays (read-only maps of the file), or None when the file
+    is missing or not a whole file of this layout."""
+    try:
+        with path.open("rb") as file:
+            if file.read(8) != MAGIC:
+                return None
+            length = int.from_bytes(file.read(8), "little")
+            header = json.loads(file.read(length))
+        start = -(-(16 + length) // _ALIGN) * _ALIGN
+        size = path.stat().st_size
+        arrays: dict[str, npt.NDArray[Any]] = {}
+        for entry in header.pop("arrays"):
+            dtype, shape = np.dtype(entry["dtype"]), tuple(entry["shape"])
+            offset = start + entry["at"]
+            if offset + dtype.itemsize * int(np.prod(shape)) > size:
+                return None
+            arrays[entry["name"]] = np.memmap(path, dtype, mode="r", offset=offset, shape=shape)
+        return header, arrays
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

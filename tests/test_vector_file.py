@@ -1,0 +1,145 @@
+"""LibSQL's vector file: a new store answers from it, and its answers stay the
+database's when the file is stale, corrupt, of a deleted index or of another
+database."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from recallstack.adapters.libsql.vector import PERSIST_FROM, LibSQLVectorStore
+from recallstack.adapters.memory.vector import InMemoryVectorStore
+from recallstack.core.vector_store import VectorStore
+
+DIM = 8
+N = PERSIST_FROM + 200
+QUERIES = [None, {"resource_id": "r1"}, {"resource_id": "r2", "thread_id": "t4"}]
+
+
+class Both:
+    """The same writes to a LibSQL file and to the reference store."""
+
+    def __init__(self, path: Path) -> None:
+        self.url = f"libsql:///{path}"
+        self.writer = LibSQLVectorStore(self.url)
+        self.reference = InMemoryVectorStore()
+        self.rng = np.random.default_rng(11)
+        for store in self.stores:
+            store.create_index("v", DIM)
+
+    @property
+    def stores(self) -> list[VectorStore]:
+        return [self.writer, self.reference]
+
+    def upsert(self, numbers: range, resources: int = 4) -> None:
+        ids = [f"m{n:05d}" for n in numbers]
+        vectors = self.rng.normal(size=(len(ids), DIM)).astype(np.float32)
+        metadata = [
+            {"resource_id": f"r{n % resources}", "thread_id": f"t{n % 10}"} for n in numbers
+        ]
+        for store in self.stores:
+            store.upsert("v", ids, vectors, metadata)
+
+    def agree(self, reader: LibSQLVectorStore) -> None:
+        """`reader` answers as the reference does, for unfiltered and scoped queries."""
+        for seed in range(3):
+            probe = np.random.default_rng(seed).normal(size=DIM).astype(np.float32)
+            for document in QUERIES:
+                ours = reader.query("v", probe, top_k=N + 500, filter=document)
+                theirs = self.reference.query("v", probe, top_k=N + 500, filter=document)
+                assert [h.id for h in ours] == [h.id for h in theirs], document
+                assert np.allclose([h.score for h in ours], [h.score for h in theirs], atol=1e-5)
+
+    def fresh(self) -> LibSQLVectorStore:
+        """A new store of the file: a new process, as far as the cache is concerned."""
+        return LibSQLVectorStore(self.url)
+
+
+def mapped(store: LibSQLVectorStore) -> bool:
+    (snapshot,) = store._snapshots.values()
+    return isinstance(snapshot.rows.matrix, np.memmap)
+
+
+@pytest.fixture
+def both(tmp_path: Path) -> Both:
+    both = Both(tmp_path / "v.db")
+    both.upsert(range(N))
+    both.agree(both.writer)  # the first query loads from SQL and writes the file
+    return both
+
+
+def vector_file(tmp_path: Path) -> Path:
+    (path,) = (tmp_path / "v.db-vectors").glob("*.rsv")
+    return path
+
+
+def test_a_new_store_answers_from_the_file(both: Both, tmp_path: Path) -> None:
+    assert vector_file(tmp_path).stat().st_size > N * DIM * 4
+    reader = both.fresh()
+    both.agree(reader)
+    assert mapped(reader)
+
+
+def test_rows_written_after_the_file_are_folded_in(both: Both, tmp_path: Path) -> None:
+    both.upsert(range(N, N + 50))  # new rows
+    both.upsert(range(0, 40), resources=3)  # changed vectors and scopes
+    reader = both.fresh()
+    both.agree(reader)
+    both.upsert(range(N + 50, N + 60))  # a write after the first query: the map is copied
+    both.agree(reader)
+
+
+def test_a_delete_makes_the_file_stale(both: Both, tmp_path: Path) -> None:
+    for store in both.stores:
+        store.delete("v", ids=[f"m{n:05d}" for n in range(0, 300, 3)])
+    reader = both.fresh()
+    both.agree(reader)
+    assert not mapped(reader)  # reloaded from SQL, and the file written again
+    second = both.fresh()
+    both.agree(second)
+    assert mapped(second)
+
+
+@pytest.mark.parametrize("damage", ["cut", "garbage", "empty", "header"])
+def test_a_damaged_file_is_ignored_and_written_again(
+    both: Both, tmp_path: Path, damage: str
+) -> None:
+    path = vector_file(tmp_path)
+    data = path.read_bytes()
+    broken = {
+        "cut": data[: len(data) // 2],
+        "garbage": b"\x00" * len(data),
+        "empty": b"",
+        "header": data[:17] + b"#" + data[18:],
+    }[damage]
+    path.write_bytes(broken)
+    reader = both.fresh()
+    both.agree(reader)
+    assert not mapped(reader)
+    again = both.fresh()
+    both.agree(again)
+    assert mapped(again)
+
+
+def test_an_index_made_again_never_reads_the_old_file(both: Both, tmp_path: Path) -> None:
+    path = vector_file(tmp_path)
+    old = path.read_bytes()
+    for store in both.stores:
+        store.delete_index("v")
+        store.create_index("v", DIM)
+    assert not path.exists()  # deleted with its index
+    both.upsert(range(N, N + 30))
+    path.write_bytes(old)  # as a killed process might leave it: same versions, same name
+    both.agree(both.fresh())
+
+
+def test_another_databases_file_is_never_read(both: Both, tmp_path: Path) -> None:
+    other = Both(tmp_path / "other.db")
+    other.upsert(range(N), resources=7)
+    other.agree(other.writer)
+    # the other database's file put where this one's belongs, same table name
+    shutil.copy(next((tmp_path / "other.db-vectors").glob("*.rsv")), vector_file(tmp_path))
+    both.agree(both.fresh())
