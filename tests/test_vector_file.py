@@ -4,7 +4,9 @@ database."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import time
 from pathlib import Path
 
 import numpy as np
@@ -143,3 +145,20 @@ def test_another_databases_file_is_never_read(both: Both, tmp_path: Path) -> Non
     # the other database's file put where this one's belongs, same table name
     shutil.copy(next((tmp_path / "other.db-vectors").glob("*.rsv")), vector_file(tmp_path))
     both.agree(both.fresh())
+
+
+def test_a_killed_writes_temporary_file_is_removed_by_a_later_write(
+    both: Both, tmp_path: Path
+) -> None:
+    path = vector_file(tmp_path)
+    abandoned = path.with_name(f"{path.name}.killed.part")
+    running = path.with_name(f"{path.name}.running.part")
+    for part in (abandoned, running):
+        part.write_bytes(b"half a file")
+    an_hour_ago = time.time() - 3600
+    os.utime(abandoned, (an_hour_ago, an_hour_ago))
+    for store in both.stores:
+        store.delete("v", ids=["m00000"])  # the next load writes the file again
+    both.agree(both.fresh())
+    assert not abandoned.exists()
+    assert running.exists()  # may be another process's write in progress

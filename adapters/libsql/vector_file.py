@@ -15,9 +15,11 @@ each at an offset aligned to 64 bytes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,8 @@ import numpy as np
 import numpy.typing as npt
 
 MAGIC = b"RSVECS01"
+ABANDONED = 600
+"""Seconds after which a temporary file is taken for a killed write's (a write takes seconds)."""
 _ALIGN = 64
 
 
@@ -43,7 +47,8 @@ def write(
     text = json.dumps({**header, "arrays": layout}, separators=(",", ":")).encode()
     start = -(-(16 + len(text)) // _ALIGN) * _ALIGN
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".part")
+    _remove_abandoned(path)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".part")
     try:
         os.chmod(temporary, like.stat().st_mode & 0o666)
         with os.fdopen(handle, "wb") as out:
@@ -58,6 +63,14 @@ def write(
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def _remove_abandoned(path: Path) -> None:
+    """Delete the temporary files of writes that were killed (older than ABANDONED)."""
+    for part in path.parent.glob(f"{path.name}.*.part"):
+        with contextlib.suppress(OSError):
+            if part.stat().st_mtime < time.time() - ABANDONED:
+                part.unlink()
 
 
 def read(path: Path) -> tuple[dict[str, Any], dict[str, npt.NDArray[Any]]] | None:
