@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -162,3 +163,31 @@ def test_a_killed_writes_temporary_file_is_removed_by_a_later_write(
     both.agree(both.fresh())
     assert not abandoned.exists()
     assert running.exists()  # may be another process's write in progress
+
+
+def test_four_threads_query_while_the_file_is_written_and_rows_arrive(
+    both: Both, tmp_path: Path
+) -> None:
+    shutil.rmtree(tmp_path / "v.db-vectors")  # the next load writes it, under these threads
+    reader = both.fresh()
+    errors: list[BaseException] = []
+
+    def query(seed: int) -> None:
+        try:
+            probe = np.random.default_rng(seed).normal(size=DIM).astype(np.float32)
+            for n in range(20):
+                hits = reader.query("v", probe, top_k=50, filter={"resource_id": f"r{n % 4}"})
+                assert all(h.metadata["resource_id"] == f"r{n % 4}" for h in hits)
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=query, args=(seed,)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    for lo in range(N, N + 400, 50):
+        both.upsert(range(lo, lo + 50))
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    both.agree(reader)
+    both.agree(both.fresh())

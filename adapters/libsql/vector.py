@@ -19,6 +19,7 @@ the exact path, so they never return fewer than top_k matching rows.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
 import threading
 from collections.abc import Mapping
@@ -333,9 +334,12 @@ class LibSQLVectorStore(VectorStore):
                 folded = _build(rows, entry)
             self._snapshots[name] = folded
             behind = folded.size >= self._persisted.get(table, 0) * 5 / 4
-            if folded.size >= PERSIST_FROM and (loaded or behind):
-                self._persist(entry, folded)
-            return folded
+            persist = folded.size >= PERSIST_FROM and (loaded or behind)
+            if persist:
+                self._persisted[table] = folded.size  # one writer; others go on
+        if persist:  # outside the lock: other threads query while the file is written
+            self._persist(entry, folded)
+        return folded
 
     def _vector_file(self, entry: _Entry) -> Path | None:
         """`<database>-vectors/<table>.rsv` beside a local database file; None otherwise."""
@@ -398,11 +402,8 @@ class LibSQLVectorStore(VectorStore):
             "rowids": snap.rowids,
             "norms": snap.norms,
         }
-        try:
+        with contextlib.suppress(OSError):
             vector_file.write(path, header, arrays, like=Path(self.db.location.path))
-        except OSError:
-            return
-        self._persisted[entry.table] = size
 
     # ---- reads ------------------------------------------------------------------
 
