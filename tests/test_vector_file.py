@@ -9,10 +9,12 @@ import shutil
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
+from recallstack.adapters.libsql import vector as vector_module
 from recallstack.adapters.libsql.vector import PERSIST_FROM, LibSQLVectorStore
 from recallstack.adapters.memory.vector import InMemoryVectorStore
 from recallstack.core.vector_store import VectorStore
@@ -191,3 +193,26 @@ def test_four_threads_query_while_the_file_is_written_and_rows_arrive(
     assert not errors, errors
     both.agree(reader)
     both.agree(both.fresh())
+
+
+def test_rows_written_during_a_load_are_all_found(
+    both: Both, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A load from SQL reads in pages: rows written between pages, more than it counted
+    at the start, are read or folded in, none lost."""
+    monkeypatch.setattr(vector_module, "LOAD_PAGE", 100)
+    shutil.rmtree(tmp_path / "v.db-vectors")
+    reader = both.fresh()
+    read = reader.db.query
+    written: list[int] = []
+
+    def query(sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
+        rows = read(sql, params)
+        if "LIMIT 100" in sql and not written:  # after the first page
+            written.append(1)
+            both.upsert(range(N, N + 2_000))
+        return rows
+
+    monkeypatch.setattr(reader.db, "query", query)
+    both.agree(reader)
+    assert written

@@ -68,6 +68,8 @@ def _generation(db: Database) -> None:
 
 
 MIGRATIONS = [_catalog, _generation]
+LOAD_PAGE = 20_000
+"""Rows read per statement when the cache is loaded from SQL."""
 PERSIST_FROM = 1_000
 """Indexes of fewer rows load from SQL in a few milliseconds: they get no vector file."""
 
@@ -328,10 +330,7 @@ class LibSQLVectorStore(VectorStore):
                 folded = _apply(snap, rows, dimension, entry.version)
             loaded = folded is None
             if folded is None:
-                rows = self.db.query(
-                    f"SELECT rowid, id, embedding, {_SCOPE_COLUMNS} FROM {table} ORDER BY rowid"
-                )
-                folded = _build(rows, entry)
+                folded = self._load(entry)
             self._snapshots[name] = folded
             behind = folded.size >= self._persisted.get(table, 0) * 5 / 4
             persist = folded.size >= PERSIST_FROM and (loaded or behind)
@@ -340,6 +339,35 @@ class LibSQLVectorStore(VectorStore):
         if persist:  # outside the lock: other threads query while the file is written
             self._persist(entry, folded)
         return folded
+
+    def _load(self, entry: _Entry) -> _Snapshot:
+        """Every row, read in pages straight into arrays sized for them, so a load
+        holds one copy of the vectors, not three (6.5 GB at a million rows before).
+
+        Rows written meanwhile are in a later page or folded in later: the snapshot
+        is labelled with the catalog as it was before the first page."""
+        (count,) = self.db.query(f"SELECT count(*) FROM {entry.table}")[0]
+        rows = _Rows(entry.dimension, count + 1024 + count // 4)  # room for later writes
+        last = -1
+        while page := self.db.query(
+            f"SELECT rowid, id, embedding, {_SCOPE_COLUMNS} FROM {entry.table} "
+            f"WHERE rowid > ? ORDER BY rowid LIMIT {LOAD_PAGE}",
+            (last,),
+        ):
+            rowids = np.array([r[0] for r in page], dtype=np.int64)
+            if rows.used + len(page) > len(rows.rowids):  # more rows than counted
+                rows = _Rows.of(
+                    rows.rowids[: rows.used],
+                    rows.ids,
+                    rows.matrix[: rows.used],
+                    rows.scopes,
+                    spare=len(page) + rows.used,
+                )
+            rows.append(rowids, [r[1] for r in page], _matrix(page, entry.dimension), _scopes(page))
+            last = page[-1][0]
+        return _Snapshot(
+            entry.version, entry.delete_version, entry.metric, rows, rows.used, entry.ann
+        )
 
     def _vector_file(self, entry: _Entry) -> Path | None:
         """`<database>-vectors/<table>.rsv` beside a local database file; None otherwise."""
@@ -570,16 +598,6 @@ key is then irregular), else NULL (absent, or a value `$eq` on a string never ma
 
 def _scopes(rows: list[tuple[Any, ...]]) -> Scopes:
     return [r[3:] for r in rows]
-
-
-def _build(rows: list[tuple[Any, ...]], entry: _Entry) -> _Snapshot:
-    rowids = np.array([r[0] for r in rows], dtype=np.int64)
-    spare = 1024 + len(rows) // 4  # room for the writes that follow a load
-    matrix = _matrix(rows, entry.dimension)
-    shared = _Rows.of(rowids, [r[1] for r in rows], matrix, _scopes(rows), spare)
-    return _Snapshot(
-        entry.version, entry.delete_version, entry.metric, shared, len(rows), entry.ann
-    )
 
 
 def _apply(
