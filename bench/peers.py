@@ -53,17 +53,14 @@ class Result:
     recall: dict[str, list[float]] = field(default_factory=dict)
 
 
-def turns_of(sample: dict[str, Any]) -> Iterator[tuple[int, list[tuple[str, str, str]]]]:
-    """(session number, [(turn id, role, text)]) of a conversation."""
+def turns_of(sample: dict[str, Any]) -> Iterator[list[tuple[str, str, str]]]:
+    """Each session of a conversation as [(turn id, role, text)]."""
     first = sample["conversation"]["speaker_a"]
-    for number, _, turns in sessions(sample["conversation"]):
-        yield (
-            number,
-            [
-                (t["dia_id"], "user" if t["speaker"] == first else "assistant", turn_text(t))
-                for t in turns
-            ],
-        )
+    for _, _, turns in sessions(sample["conversation"]):
+        yield [
+            (t["dia_id"], "user" if t["speaker"] == first else "assistant", turn_text(t))
+            for t in turns
+        ]
 
 
 def recallstack(url: str, model: str, data: list[dict[str, Any]]) -> tuple[float, Search]:
