@@ -101,17 +101,22 @@ class OnnxModel:
         options.log_severity_level = 3  # warnings about the export's shapes are noise here
         if threads is not None:
             options.intra_op_num_threads = threads
+
+        def load() -> Any:
+            return onnxruntime.InferenceSession(
+                str(file), options, providers=["CPUExecutionProvider"]
+            )
+
         if not file.exists():
             _export(path, file)
         try:
-            self._session = onnxruntime.InferenceSession(
-                str(file), options, providers=["CPUExecutionProvider"]
-            )
+            self._session = load()
         except Exception:  # a truncated or corrupt cache file: export it again, once
             _export(path, file)
-            self._session = onnxruntime.InferenceSession(
-                str(file), options, providers=["CPUExecutionProvider"]
-            )
+            try:
+                self._session = load()
+            except Exception as exc:
+                raise BackendError(f"local: ONNX Runtime cannot load {file}: {exc}") from exc
 
     def embed(self, token_ids: Sequence[Sequence[int]], batch_size: int) -> Matrix:
         """Normalised mean-pooled vectors of tokenized texts (special tokens included),
