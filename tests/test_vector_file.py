@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from recallstack.adapters.libsql import vector as vector_module
+from recallstack.adapters.libsql import vector_file as vector_file_module
 from recallstack.adapters.libsql.vector import PERSIST_FROM, LibSQLVectorStore
 from recallstack.adapters.memory.vector import InMemoryVectorStore
 from recallstack.core.vector_store import VectorStore
@@ -108,7 +109,9 @@ def test_a_delete_makes_the_file_stale(both: Both, tmp_path: Path) -> None:
     assert mapped(second)
 
 
-@pytest.mark.parametrize("damage", ["cut", "garbage", "empty", "header"])
+@pytest.mark.parametrize(
+    "damage", ["cut", "garbage", "empty", "header", "a list", "no groups", "ids short"]
+)
 def test_a_damaged_file_is_ignored_and_written_again(
     both: Both, tmp_path: Path, damage: str
 ) -> None:
@@ -119,7 +122,17 @@ def test_a_damaged_file_is_ignored_and_written_again(
         "garbage": b"\x00" * len(data),
         "empty": b"",
         "header": data[:17] + b"#" + data[18:],
-    }[damage]
+        "a list": vector_file_module.MAGIC + (2).to_bytes(8, "little") + b"[]",
+    }.get(damage)
+    if broken is None:  # a whole file whose header has another shape
+        header, arrays = vector_file_module.read(path)  # type: ignore[misc]
+        arrays = {name: np.array(array) for name, array in arrays.items()}
+        if damage == "no groups":
+            del header["groups"]
+        else:  # "ids short"
+            header["ids"] = header["ids"][:-1]
+        vector_file_module.write(path.with_suffix(".tmp"), header, arrays, like=path)
+        broken = path.with_suffix(".tmp").read_bytes()
     path.write_bytes(broken)
     reader = both.fresh()
     both.agree(reader)

@@ -385,20 +385,23 @@ class LibSQLVectorStore(VectorStore):
         if found is None:
             return None
         header, arrays = found
-        if (
-            header.get("generation") != entry.generation
-            or header.get("delete_version") != entry.delete_version
-            or not 0 <= header.get("version", -1) <= entry.version
-            or arrays.get("matrix") is None
-            or arrays["matrix"].shape[1:] != (entry.dimension,)
-        ):
+        try:
+            if (
+                header["generation"] != entry.generation
+                or header["delete_version"] != entry.delete_version
+                or not 0 <= header["version"] <= entry.version
+                or arrays["matrix"].shape[1:] != (entry.dimension,)
+                or len({len(header["ids"]), *(len(a) for a in arrays.values())}) != 1
+            ):
+                return None
+            groups = {
+                (key, value): positions
+                for key, by_value in header["groups"].items()
+                for value, positions in by_value.items()
+            }
+            rows = _Rows.mapped(arrays, header["ids"], groups, set(header["irregular"]))
+        except (KeyError, TypeError, AttributeError, ValueError):  # a header of another shape
             return None
-        groups = {
-            (key, value): positions
-            for key, by_value in header["groups"].items()
-            for value, positions in by_value.items()
-        }
-        rows = _Rows.mapped(arrays, header["ids"], groups, set(header["irregular"]))
         self._persisted[entry.table] = rows.used
         return _Snapshot(
             header["version"], entry.delete_version, entry.metric, rows, rows.used, entry.ann

@@ -82,6 +82,8 @@ def read(path: Path) -> tuple[dict[str, Any], dict[str, npt.NDArray[Any]]] | Non
                 return None
             length = int.from_bytes(file.read(8), "little")
             header = json.loads(file.read(length))
+        if not isinstance(header, dict):
+            return None
         start = -(-(16 + length) // _ALIGN) * _ALIGN
         size = path.stat().st_size
         arrays: dict[str, npt.NDArray[Any]] = {}
