@@ -32,6 +32,13 @@ ABANDONED = 600
 _ALIGN = 64
 
 
+def _aligned(size: int) -> int:
+    """`size` rounded up to a multiple of `_ALIGN`: where the next part of the file starts
+    (the arrays after the 16 bytes of magic and length and the header, each array
+    after the one before)."""
+    return -(-size // _ALIGN) * _ALIGN
+
+
 def write(
     path: Path, header: dict[str, Any], arrays: dict[str, npt.NDArray[Any]], like: Path
 ) -> None:
@@ -43,9 +50,9 @@ def write(
     for name, array in arrays.items():
         layout.append({"name": name, "dtype": array.dtype.str, "shape": array.shape, "at": end})
         offsets.append(end)
-        end += -(-array.nbytes // _ALIGN) * _ALIGN
+        end += _aligned(array.nbytes)
     text = json.dumps({**header, "arrays": layout}, separators=(",", ":")).encode()
-    start = -(-(16 + len(text)) // _ALIGN) * _ALIGN
+    start = _aligned(16 + len(text))
     path.parent.mkdir(parents=True, exist_ok=True)
     _remove_abandoned(path)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".part")
@@ -84,7 +91,7 @@ def read(path: Path) -> tuple[dict[str, Any], dict[str, npt.NDArray[Any]]] | Non
             header = json.loads(file.read(length))
         if not isinstance(header, dict):
             return None
-        start = -(-(16 + length) // _ALIGN) * _ALIGN
+        start = _aligned(16 + length)
         size = path.stat().st_size
         arrays: dict[str, npt.NDArray[Any]] = {}
         for entry in header.pop("arrays"):
