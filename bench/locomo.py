@@ -66,10 +66,14 @@ def turn_text(turn: dict[str, Any]) -> str:
     return text
 
 
+def role(turn: dict[str, Any], conversation: dict[str, Any]) -> str:
+    """The first speaker is the user, the other the assistant."""
+    return "user" if turn["speaker"] == conversation["speaker_a"] else "assistant"
+
+
 def ingest(memory: Memory, sample: dict[str, Any]) -> int:
     resource = sample["sample_id"]
     conversation = sample["conversation"]
-    first = conversation["speaker_a"]
     count = 0
     for number, start, turns in sessions(conversation):
         thread = f"{resource}-session-{number}"
@@ -78,7 +82,7 @@ def ingest(memory: Memory, sample: dict[str, Any]) -> int:
             Message(
                 id=f"{resource}:{turn['dia_id']}",
                 thread_id=thread,
-                role="user" if turn["speaker"] == first else "assistant",
+                role=role(turn, conversation),
                 content=turn_text(turn),
                 created_at=start + timedelta(seconds=k),
             )

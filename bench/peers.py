@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from locomo import CATEGORIES, evidence, ingest, sessions, turn_text
+from locomo import CATEGORIES, evidence, ingest, role, sessions, turn_text
 
 from recallstack import Memory
 from recallstack.adapters.pg.targets import server
@@ -55,12 +55,9 @@ class Result:
 
 def turns_of(sample: dict[str, Any]) -> Iterator[list[tuple[str, str, str]]]:
     """Each session of a conversation as [(turn id, role, text)]."""
-    first = sample["conversation"]["speaker_a"]
-    for _, _, turns in sessions(sample["conversation"]):
-        yield [
-            (t["dia_id"], "user" if t["speaker"] == first else "assistant", turn_text(t))
-            for t in turns
-        ]
+    conversation = sample["conversation"]
+    for _, _, turns in sessions(conversation):
+        yield [(t["dia_id"], role(t, conversation), turn_text(t)) for t in turns]
 
 
 def recallstack(url: str, model: str, data: list[dict[str, Any]]) -> tuple[float, Search]:
@@ -98,8 +95,8 @@ def mem0(url: str, model: str, data: list[dict[str, Any]], folder: Path) -> tupl
     count = 0
     for sample in data:
         for turns in turns_of(sample):
-            for turn, role, text in turns:
-                message = [{"role": role, "content": text}]
+            for turn, speaker, text in turns:
+                message = [{"role": speaker, "content": text}]
                 memory.add(
                     message, user_id=sample["sample_id"], metadata={"turn": turn}, infer=False
                 )
