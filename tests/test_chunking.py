@@ -63,13 +63,17 @@ def covers_every_token(text: str, chunks: list[str], offsets: Sequence[int]) -> 
     """Chunks are verbatim slices, in order, and every token that is not whitespace
     starts inside one."""
     covered: list[tuple[int, int]] = []
-    at = 0
+    at, end = 0, 0
     for chunk in chunks:
-        start = text.find(chunk, at)
+        # a chunk starts inside or right after the one before; in a repetitive text
+        # ('000000000') the first match past the previous start may be too early
+        start = text.rfind(chunk, at, end + len(chunk))
+        if start < 0:
+            start = text.find(chunk, at)
         if start < 0:
             return False
         covered.append((start, start + len(chunk)))
-        at = start + 1
+        at, end = start + 1, start + len(chunk)
     return all(any(a <= o < b for a, b in covered) for o in offsets if not text[o].isspace())
 
 
