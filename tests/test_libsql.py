@@ -235,8 +235,27 @@ def test_stores_of_one_file_share_one_connection(tmp_path: Path) -> None:
     vector.create_index("still-open", 2)  # the connection outlives the first store
     vector.close()
     again = LibSQLStorage(url)
-    assert again.db._shared is not vector.db._shared  # the last close closed it
+    assert again.db._shared is vector.db._shared  # kept open for the next store
+    assert again.list_threads("nobody").total == 0  # and it works
     again.close()
+
+
+def test_a_new_file_at_the_same_path_gets_a_new_connection(tmp_path: Path) -> None:
+    """The connection a process keeps is for the file it opened: one deleted and
+    created again at that path is not written through the old one."""
+    path = tmp_path / "replaced.db"
+    url = f"libsql:///{path}"
+    first = LibSQLStorage(url)
+    first.save_thread(Thread(id="old", resource_id="r"))
+    first.close()
+    for leftover in tmp_path.glob("replaced.db*"):
+        leftover.unlink()
+    second = LibSQLStorage(url)
+    assert second.db._shared is not first.db._shared
+    assert second.get_thread("old") is None
+    second.save_thread(Thread(id="new", resource_id="r"))
+    second.close()
+    assert path.exists()
 
 
 def test_a_lock_held_too_long_is_a_backend_error(tmp_path: Path) -> None:

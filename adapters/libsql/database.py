@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -49,16 +51,36 @@ def parse_url(url: str) -> Location:
 class _Connection:
     """One libSQL connection and the lock that gives it to one thread at a time."""
 
-    def __init__(self, conn: Any) -> None:
+    def __init__(self, conn: Any, file: tuple[int, int] | None) -> None:
         self.conn = conn
+        self.file = file
         self.lock = threading.RLock()
         self.in_tx = False
         self.users = 1
 
 
 _OPEN: dict[tuple[str, str | None], _Connection] = {}
-"""Connections to database files, shared by every store of the process that opens one."""
+"""Connections to database files, shared by every store of the process that opens one,
+and kept open when the last of them closes (see `Database.close`)."""
 _OPEN_LOCK = threading.Lock()
+
+
+def _file(path: str) -> tuple[int, int] | None:
+    """The (device, inode) of a database file: a connection kept open is reused only
+    for the same file, not for a new one created at the same path."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
+def _keep_for_life(conn: Any) -> None:
+    """Never close `conn`, not even when the interpreter exits and frees what modules
+    hold: libsql 0.1.11 can crash (SIGSEGV) inside `Connection.close()` on a file whose
+    writer was killed (seen in `bench/reliability.py`). The operating system releases
+    the file at exit, and the next connection recovers the write-ahead log as usual."""
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(conn))
 
 
 class Database:
@@ -90,13 +112,18 @@ class Database:
             replica and str(Path(replica).resolve()),
         )
         self._key = None if self.location.path == ":memory:" else key
+        file = _file(self.location.path) if self.location.remote is None else None
         with _OPEN_LOCK:
             shared = _OPEN.get(key) if self._key else None
-            if shared is not None:
+            if shared is not None and shared.file == file:
                 shared.users += 1
             else:
-                shared = _Connection(self._connect(url, auth_token, replica, busy_timeout_ms))
+                conn = self._connect(url, auth_token, replica, busy_timeout_ms)
+                if self.location.remote is None and self.location.path != ":memory:":
+                    file = _file(self.location.path)
+                shared = _Connection(conn, file)
                 if self._key:
+                    _keep_for_life(conn)
                     _OPEN[key] = shared
         self._shared = shared
         self._closed = False
@@ -214,13 +241,15 @@ class Database:
         return len(migrations)
 
     def close(self) -> None:
-        """Close the connection once the last store of the process using it closes."""
+        """Release this store's use of the connection.
+
+        A connection to a file stays open for the life of the process, idle once
+        its last store closes, and the next store of the same file reuses it: see
+        `_keep_for_life`. Only `:memory:` connections are closed here."""
         with _OPEN_LOCK, self._lock:
             if self._closed:
                 return
             self._closed = True
             self._shared.users -= 1
-            if self._shared.users == 0:
-                if self._key is not None:
-                    del _OPEN[self._key]
+            if self._shared.users == 0 and self._key is None:
                 self._conn.close()
