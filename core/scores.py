@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
-from typing import Any, TypeVar, overload
+from typing import Any, Protocol, TypeVar, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -65,9 +65,17 @@ def from_distance(distance: float, metric: Metric) -> float:
     return -distance
 
 
+class Ids(Protocol):
+    """Row ids by row position: a list, or a view that looks them up when asked."""
+
+    def __getitem__(self, index: int, /) -> str: ...
+
+    def __len__(self) -> int: ...
+
+
 def best(
     scores: npt.NDArray[np.float64],
-    ids: Sequence[str],
+    ids: Ids,
     top_k: int,
     min_score: float | None = None,
 ) -> list[int]:

@@ -19,7 +19,6 @@ the exact path, so they never return fewer than top_k matching rows.
 from __future__ import annotations
 
 import bisect
-import contextlib
 import json
 import threading
 from collections.abc import Mapping
@@ -93,28 +92,39 @@ class _Entry:
 
 Scopes = list[tuple[Any, ...]]
 """Each row's value of every `SCOPE_KEYS` key, as `_scope_columns` reads them."""
+Key = tuple[str, str]
+"""A scope key and one of its values: ("resource_id", "alice")."""
 
 
 class _Rows:
     """Growable arrays that snapshots of one index share: each snapshot sees a prefix.
 
-    Rows are only ever appended past every snapshot's prefix, so a snapshot a
-    query is still reading never changes under it; appending doubles the
-    capacity when it runs out, so a write costs what it adds, not the index size.
-    `groups` lists the positions of the rows under each scope value, ascending
-    (appends keep them so), and `irregular` the scope keys some row holds a list
-    under: a scoped query reads its group, not the whole table, unless its key
+    Rows are only ever appended past every snapshot's prefix, in rowid order, so
+    a snapshot a query is still reading never changes under it; appending
+    grows the capacity by a quarter when it runs out, so a write costs what it adds, not
+    the index size.
+
+    The rows need not lie in rowid order: a vector file holds them ordered by
+    scope (`_clustered`), so that a resource's rows are one block that is
+    scored in place. `sorted_rowids` and `by_rowid` find a row's position from
+    its rowid. A scope value's rows are its `blocks` entry (a range of
+    positions) and its `groups` entry (positions, ascending, of rows appended
+    later); `irregular` lists the scope keys some row holds a list under: a
+    scoped query reads its scope's rows, not the whole table, unless its key
     is irregular.
     """
 
     def __init__(self, dimension: int, capacity: int) -> None:
         self.used = 0
         self.rowids = np.empty(capacity, dtype=np.int64)
+        self.sorted_rowids = np.empty(capacity, dtype=np.int64)
+        self.by_rowid = np.empty(capacity, dtype=np.intp)
         self.ids: list[str] = []
         self.matrix: Matrix = np.empty((capacity, dimension), dtype=np.float32)
         self.norms = np.empty(capacity, dtype=np.float64)
         self._scopes: Scopes | None = []
-        self.groups: dict[tuple[str, str], list[int]] = {}
+        self.blocks: dict[Key, tuple[int, int]] = {}
+        self.groups: dict[Key, list[int]] = {}
         self.irregular: set[str] = set()
 
     @classmethod
@@ -122,30 +132,19 @@ class _Rows:
         cls,
         arrays: dict[str, npt.NDArray[Any]],
         ids: list[str],
-        groups: dict[tuple[str, str], list[int]],
+        blocks: dict[Key, tuple[int, int]],
+        groups: dict[Key, list[int]],
         irregular: set[str],
     ) -> _Rows:
         """Rows read from a vector file, without spare capacity: the first write copies."""
         rows = cls(arrays["matrix"].shape[1], 0)
         rows.rowids, rows.matrix, rows.norms = arrays["rowids"], arrays["matrix"], arrays["norms"]
+        rows.sorted_rowids, rows.by_rowid = arrays["sorted_rowids"], arrays["by_rowid"]
         rows.used = len(ids)
         rows.ids = ids
-        rows._scopes = None  # built from the groups if a fold needs them
-        rows.groups = groups
-        rows.irregular = irregular
+        rows._scopes = None  # built from the blocks and groups if a fold needs them
+        rows.blocks, rows.groups, rows.irregular = blocks, groups, irregular
         return rows
-
-    @property
-    def scopes(self) -> Scopes:
-        """Each row's scope values (a list under an irregular key reads as None)."""
-        if self._scopes is None:
-            values: list[list[str | None]] = [[None] * len(_SCOPE_ORDER) for _ in self.ids]
-            for (key, value), positions in self.groups.items():
-                column = _SCOPE_ORDER.index(key)
-                for position in positions:
-                    values[position][column] = value
-            self._scopes = [tuple(v) for v in values]
-        return self._scopes
 
     @classmethod
     def of(
@@ -154,16 +153,76 @@ class _Rows:
         ids: list[str],
         matrix: Matrix,
         scopes: Scopes,
-        spare: int = 0,
+        spare: int,
     ) -> _Rows:
+        """Rows in any order, grouped afresh, with room for `spare` more."""
         rows = cls(matrix.shape[1], len(rowids) + spare)
-        rows.append(rowids, ids, matrix, scopes)
+        rows._put(0, rowids, ids, matrix, scopes)
+        order = np.argsort(rowids, kind="stable")
+        rows.sorted_rowids[: len(rowids)] = rowids[order]
+        rows.by_rowid[: len(rowids)] = order
         return rows
+
+    def copy(self, size: int, spare: int) -> _Rows:
+        """The first `size` rows, with room for `spare` more."""
+        rows = _Rows(self.matrix.shape[1], size + spare)
+        for name in ("rowids", "sorted_rowids", "by_rowid", "matrix", "norms"):
+            getattr(rows, name)[:size] = getattr(self, name)[:size]
+        rows.used = size
+        rows.ids = self.ids[:size]
+        rows._scopes = None if self._scopes is None else self._scopes[:size]
+        rows.blocks = dict(self.blocks)  # blocks lie in the rows every snapshot sees
+        for key, positions in self.groups.items():
+            inside = positions[: bisect.bisect_left(positions, size)]
+            if inside:
+                rows.groups[key] = inside
+        rows.irregular = set(self.irregular)
+        return rows
+
+    @property
+    def scopes(self) -> Scopes:
+        """Each row's scope values (a list under an irregular key reads as None)."""
+        if self._scopes is None:
+            values: list[list[str | None]] = [[None] * len(_SCOPE_ORDER) for _ in self.ids]
+            for (key, value), positions in self.members():
+                column = _SCOPE_ORDER.index(key)
+                for position in positions:
+                    values[position][column] = value
+            self._scopes = [tuple(v) for v in values]
+        return self._scopes
+
+    def members(self) -> list[tuple[Key, list[int]]]:
+        """Every scope value and the positions of its rows."""
+        keys = self.blocks.keys() | self.groups.keys()
+        return [(key, self.positions(key).tolist()) for key in keys]
+
+    def positions(self, key: Key, size: int | None = None) -> npt.NDArray[np.intp]:
+        """Positions (ascending) of the rows under a scope value, among the first `size`."""
+        start, end = self.blocks.get(key, (0, 0))
+        tail = self.groups.get(key, [])
+        if size is not None:
+            tail = tail[: bisect.bisect_left(tail, size)]
+        block = np.arange(start, end, dtype=np.intp)
+        return np.concatenate([block, np.array(tail, dtype=np.intp)]) if tail else block
 
     def append(
         self, rowids: npt.NDArray[np.int64], ids: list[str], matrix: Matrix, scopes: Scopes
     ) -> None:
+        """Add rows whose rowids are ascending and above every row's here."""
         start, end = self.used, self.used + len(rowids)
+        self._put(start, rowids, ids, matrix, scopes)
+        self.sorted_rowids[start:end] = rowids
+        self.by_rowid[start:end] = np.arange(start, end)
+
+    def _put(
+        self,
+        start: int,
+        rowids: npt.NDArray[np.int64],
+        ids: list[str],
+        matrix: Matrix,
+        scopes: Scopes,
+    ) -> None:
+        end = start + len(rowids)
         self.rowids[start:end] = rowids
         self.ids += ids
         self.matrix[start:end] = matrix
@@ -207,15 +266,25 @@ class _Snapshot:
     def norms(self) -> npt.NDArray[np.float64]:
         return self.rows.norms[: self.size]
 
+    def find(
+        self, rowids: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.intp]]:
+        """Which of these rowids the snapshot holds, and the positions of those."""
+        sorted_rowids = self.rows.sorted_rowids[: self.size]
+        at = np.searchsorted(sorted_rowids, rowids)
+        held = at < self.size
+        held[held] = sorted_rowids[at[held]] == rowids[held]
+        positions: npt.NDArray[np.intp] = self.rows.by_rowid[at[held]]
+        return held, positions
+
     def scoped(self, equalities: Mapping[str, str]) -> npt.NDArray[np.intp] | None:
-        """Positions of the rows under these scope values, or None when a key is
-        irregular (a list somewhere): then only SQL knows which rows match."""
+        """Positions (ascending) of the rows under these scope values, or None when a
+        key is irregular (a list somewhere): then only SQL knows which rows match."""
         if any(key in self.rows.irregular for key in equalities):
             return None
         found: npt.NDArray[np.intp] | None = None
         for entry in equalities.items():
-            group = np.array(self.rows.groups.get(entry, ()), dtype=np.intp)
-            group = group[: np.searchsorted(group, self.size)]  # rows of later snapshots
+            group = self.rows.positions(entry, self.size)
             found = group if found is None else np.intersect1d(found, group, assume_unique=True)
         return found
 
@@ -340,6 +409,29 @@ class LibSQLVectorStore(VectorStore):
             self._persist(entry, folded)
         return folded
 
+    def _persist(self, entry: _Entry, snap: _Snapshot) -> None:
+        """Write the snapshot to the vector file, then answer from the file, whose rows
+        lie in scope order, if no write came since. A file that cannot be written
+        only costs the next process a load from SQL."""
+        path = self._vector_file(entry)
+        if path is None:
+            return
+        header, arrays = _clustered(snap)
+        try:
+            vector_file.write(
+                path,
+                {"generation": entry.generation, **header},
+                arrays,
+                like=Path(self.db.location.path),
+            )
+        except OSError:
+            return
+        mapped = self._mapped(entry)
+        with self._lock:
+            name = next((n for n, s in self._snapshots.items() if s is snap), None)
+            if name is not None and mapped is not None and mapped.version == snap.version:
+                self._snapshots[name] = mapped
+
     def _load(self, entry: _Entry) -> _Snapshot:
         """Every row, read in pages straight into arrays sized for them, so a load
         holds one copy of the vectors, not three (6.5 GB at a million rows before).
@@ -356,13 +448,7 @@ class LibSQLVectorStore(VectorStore):
         ):
             rowids = np.array([r[0] for r in page], dtype=np.int64)
             if rows.used + len(page) > len(rows.rowids):  # more rows than counted
-                rows = _Rows.of(
-                    rows.rowids[: rows.used],
-                    rows.ids,
-                    rows.matrix[: rows.used],
-                    rows.scopes,
-                    spare=len(page) + rows.used,
-                )
+                rows = rows.copy(rows.used, spare=len(page) + rows.used)
             rows.append(rowids, [r[1] for r in page], _matrix(page, entry.dimension), _scopes(page))
             last = page[-1][0]
         return _Snapshot(
@@ -394,47 +480,23 @@ class LibSQLVectorStore(VectorStore):
                 or len({len(header["ids"]), *(len(a) for a in arrays.values())}) != 1
             ):
                 return None
+            blocks = {
+                (key, value): (int(start), int(end))
+                for key, by_value in header["blocks"].items()
+                for value, (start, end) in by_value.items()
+            }
             groups = {
                 (key, value): positions
                 for key, by_value in header["groups"].items()
                 for value, positions in by_value.items()
             }
-            rows = _Rows.mapped(arrays, header["ids"], groups, set(header["irregular"]))
+            rows = _Rows.mapped(arrays, header["ids"], blocks, groups, set(header["irregular"]))
         except (KeyError, TypeError, AttributeError, ValueError):  # a header of another shape
             return None
         self._persisted[entry.table] = rows.used
         return _Snapshot(
             header["version"], entry.delete_version, entry.metric, rows, rows.used, entry.ann
         )
-
-    def _persist(self, entry: _Entry, snap: _Snapshot) -> None:
-        """Write the snapshot to the vector file (after a full load, or once the rows
-        written since the last file are a quarter of it). A file that cannot be
-        written only costs the next process a load from SQL."""
-        path = self._vector_file(entry)
-        if path is None:
-            return
-        size, groups = snap.size, snap.rows.groups
-        by_key: dict[str, dict[str, list[int]]] = {key: {} for key in _SCOPE_ORDER}
-        for (key, value), positions in list(groups.items()):
-            inside = positions[: bisect.bisect_left(positions, size)]
-            if inside:
-                by_key[key][value] = inside
-        header = {
-            "generation": entry.generation,
-            "version": snap.version,
-            "delete_version": snap.delete_version,
-            "ids": snap.ids[:size],
-            "groups": by_key,
-            "irregular": sorted(snap.rows.irregular),
-        }
-        arrays: dict[str, npt.NDArray[Any]] = {
-            "matrix": snap.matrix,
-            "rowids": snap.rowids,
-            "norms": snap.norms,
-        }
-        with contextlib.suppress(OSError):
-            vector_file.write(path, header, arrays, like=Path(self.db.location.path))
 
     # ---- reads ------------------------------------------------------------------
 
@@ -458,10 +520,8 @@ class LibSQLVectorStore(VectorStore):
                 if filter is not None
                 else self._approximate(name, snap, vector, top_k)
             )
-            scores = score(snap.matrix[positions], vector, snap.metric, snap.norms[positions])
-            every = snap.ids  # one property read, not one per row
-            ids = [every[p] for p in positions.tolist()]
-            ranked = best(scores, ids, top_k, min_score)
+            scores = _score_at(snap, positions, vector)
+            ranked = best(scores, _IdsAt(snap.ids, positions), top_k, min_score)
             chosen = [(int(positions[i]), float(scores[i])) for i in ranked]
         metadata = self._metadata(name, [int(snap.rowids[p]) for p, _ in chosen])
         return [
@@ -574,14 +634,51 @@ class LibSQLVectorStore(VectorStore):
 
 
 def _positions(snap: _Snapshot, rows: list[tuple[Any, ...]]) -> npt.NDArray[np.intp]:
-    """Positions in the snapshot of the rows with these rowids."""
+    """Positions (ascending) in the snapshot of the rows with these rowids; rows
+    written after the snapshot was taken are not in it yet."""
     rowids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    positions = np.searchsorted(snap.rowids, rowids)
-    inside = positions < len(snap.rowids)
-    positions = positions[inside]
-    # rows written after the snapshot was taken are not in it yet
-    found: npt.NDArray[np.intp] = positions[snap.rowids[positions] == rowids[inside]]
-    return found
+    return np.sort(snap.find(rowids)[1])
+
+
+RUN = 64
+"""Consecutive rows from which a scope's rows are scored in place rather than gathered."""
+
+
+def _score_at(
+    snap: _Snapshot, positions: npt.NDArray[np.intp], vector: Matrix
+) -> npt.NDArray[np.float64]:
+    """Scores of the rows at `positions` (ascending). Runs of consecutive rows (a
+    resource's block in a vector file) are scored where they lie; gathering
+    10,000 scattered rows of a million costs ten times scoring them."""
+    if not len(positions):
+        return np.empty(0)
+    starts = np.flatnonzero(np.diff(positions, prepend=-2) != 1)
+    lengths = np.diff(starts, append=len(positions))
+    scores = np.empty(len(positions))
+    long = lengths >= RUN
+    for start, length in zip(starts[long].tolist(), lengths[long].tolist(), strict=True):
+        row = int(positions[start])
+        scores[start : start + length] = score(
+            snap.matrix[row : row + length], vector, snap.metric, snap.norms[row : row + length]
+        )
+    scattered = np.repeat(~long, lengths)
+    if scattered.any():
+        rows = positions[scattered]
+        scores[scattered] = score(snap.matrix[rows], vector, snap.metric, snap.norms[rows])
+    return scores
+
+
+class _IdsAt:
+    """The ids of the rows at `positions`: `best` reads only the few it ranks."""
+
+    def __init__(self, ids: list[str], positions: npt.NDArray[np.intp]) -> None:
+        self._ids, self._positions = ids, positions
+
+    def __getitem__(self, index: int) -> str:
+        return self._ids[int(self._positions[index])]
+
+    def __len__(self) -> int:
+        return len(self._positions)
 
 
 def _matrix(rows: list[tuple[Any, ...]], dimension: int) -> Matrix:
@@ -614,28 +711,88 @@ def _apply(
     """
     changed = _matrix(rows, dimension)
     rowids = np.array([r[0] for r in rows], dtype=np.int64)
-    at = np.searchsorted(snap.rowids, rowids)
-    known = at < snap.size
-    known[known] = snap.rowids[at[known]] == rowids[known]
+    known, at = snap.find(rowids)
     fresh = ~known
-    if fresh.any() and snap.size and rowids[fresh].min() <= snap.rowids[-1]:
+    if fresh.any() and snap.size and rowids[fresh].min() <= snap.rows.sorted_rowids[snap.size - 1]:
         return None
     shared, size = snap.rows, snap.size
     added = int(fresh.sum())
     scopes = _scopes(rows)
-    if known.any() or shared.used != size or size + added > len(shared.rowids):
-        # rows change in place only in a copy; a full buffer (or one a sibling
-        # snapshot already grew) is copied with room to double
-        spare = max(size + added, 1024)
+    if known.any():
+        # rows change in place only in a copy; one that moved to another scope
+        # means grouping every row again
         kept = shared.scopes[:size]
-        for position, values, was in zip(at, scopes, known, strict=True):
-            if was:
-                kept[position] = values
-        shared = _Rows.of(snap.rowids, snap.ids[:size], snap.matrix, kept, spare)
-        shared.irregular |= snap.rows.irregular  # a file's rows keep no list values
-        shared.matrix[at[known]] = changed[known]
-        shared.norms[at[known]] = row_norms(changed[known])
+        moved = False
+        moving = [values for values, was in zip(scopes, known, strict=True) if was]
+        for position, values in zip(at.tolist(), moving, strict=True):
+            moved |= kept[position] != values
+            kept[position] = values
+        if moved:
+            shared = _Rows.of(snap.rowids, snap.ids[:size], snap.matrix, kept, _spare(size, added))
+            shared.irregular |= snap.rows.irregular  # a file's rows keep no list values
+        else:
+            shared = shared.copy(size, _spare(size, added))
+        shared.matrix[at] = changed[known]
+        shared.norms[at] = row_norms(changed[known])
+    elif shared.used != size or size + added > len(shared.rowids):
+        # a full buffer (or a mapped file, or one a sibling snapshot already grew) is copied
+        shared = shared.copy(size, _spare(size, added))
     new_ids = [r[1] for r, new in zip(rows, fresh, strict=True) if new]
     new_scopes = [v for v, new in zip(scopes, fresh, strict=True) if new]
     shared.append(rowids[fresh], new_ids, changed[fresh], new_scopes)
     return _Snapshot(version, snap.delete_version, snap.metric, shared, size + added, snap.ann)
+
+
+def _spare(size: int, added: int) -> int:
+    """Room for rows to come when `size` rows are copied to add `added`: a quarter more,
+    as the vector file is written again after a quarter more (and then mapped)."""
+    return added + max(size // 4, 1024)
+
+
+def _clustered(snap: _Snapshot) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The vector file's header and arrays for the snapshot, its rows ordered by
+    resource, then thread, then rowid: each resource's rows (and each thread's,
+    when it holds one resource's rows) become one block of positions."""
+    size = snap.size
+    ranks = []
+    names: dict[str, list[str]] = {}
+    for key in _SCOPE_ORDER:
+        rank = np.full(size, -1, dtype=np.int64)  # no string value: first, in no block
+        values = sorted(v for k, v in snap.rows.blocks.keys() | snap.rows.groups.keys() if k == key)
+        for number, value in enumerate(values):
+            rank[snap.rows.positions((key, value), size)] = number
+        ranks.append(rank)
+        names[key] = values
+    order = np.lexsort((snap.rowids, *reversed(ranks)))
+    blocks: dict[str, dict[str, tuple[int, int]]] = {}
+    groups: dict[str, dict[str, list[int]]] = {}
+    for key, rank in zip(_SCOPE_ORDER, ranks, strict=True):
+        ranked = rank[order]
+        starts = np.flatnonzero(np.diff(ranked, prepend=-2) != 0)
+        ends = np.append(starts[1:], size)
+        runs = np.bincount(ranked[starts] + 1, minlength=len(names[key]) + 1)[1:]
+        blocks[key], groups[key] = {}, {}
+        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+            number = int(ranked[start])
+            if number >= 0 and runs[number] == 1:
+                blocks[key][names[key][number]] = (start, end)
+        for number in np.flatnonzero(runs > 1).tolist():
+            groups[key][names[key][number]] = np.flatnonzero(ranked == number).tolist()
+    placed = np.empty(size, dtype=np.intp)
+    placed[order] = np.arange(size)  # a row's position in the file
+    header = {
+        "version": snap.version,
+        "delete_version": snap.delete_version,
+        "ids": [snap.ids[p] for p in order.tolist()],
+        "blocks": blocks,
+        "groups": groups,
+        "irregular": sorted(snap.rows.irregular),
+    }
+    arrays = {
+        "matrix": vector_file.Reordered(snap.matrix, order),
+        "rowids": snap.rowids[order],
+        "norms": snap.norms[order],
+        "sorted_rowids": snap.rows.sorted_rowids[:size],
+        "by_rowid": placed[snap.rows.by_rowid[:size]],
+    }
+    return header, arrays

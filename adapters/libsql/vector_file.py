@@ -20,13 +20,15 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-MAGIC = b"RSVECS01"
+MAGIC = b"RSVECS02"
 ABANDONED = 600
 """Seconds after which a temporary file is taken for a killed write's (a write takes seconds)."""
 _ALIGN = 64
@@ -39,9 +41,35 @@ def _aligned(size: int) -> int:
     return -(-size // _ALIGN) * _ALIGN
 
 
-def write(
-    path: Path, header: dict[str, Any], arrays: dict[str, npt.NDArray[Any]], like: Path
-) -> None:
+@dataclass(frozen=True)
+class Reordered:
+    """The rows of `array` in `order`, written a slice at a time: never a whole copy."""
+
+    array: npt.NDArray[Any]
+    order: npt.NDArray[np.intp]
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        return self.array.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (len(self.order), *self.array.shape[1:])
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape)) * self.array.dtype.itemsize
+
+    def slices(self) -> Iterator[npt.NDArray[Any]]:
+        for start in range(0, len(self.order), _SLICE_ROWS):
+            yield self.array[self.order[start : start + _SLICE_ROWS]]
+
+
+Array = npt.NDArray[Any] | Reordered
+_SLICE_ROWS = 8192
+
+
+def write(path: Path, header: dict[str, Any], arrays: Mapping[str, Array], like: Path) -> None:
     """Write the header and arrays to `path`, atomically, readable by whoever can read
     `like` (the database file)."""
     layout: list[dict[str, Any]] = []
@@ -62,7 +90,8 @@ def write(
             out.write(MAGIC + len(text).to_bytes(8, "little") + text)
             for offset, array in zip(offsets, arrays.values(), strict=True):
                 out.seek(start + offset)
-                out.write(np.ascontiguousarray(array).data.cast("B"))
+                for part in array.slices() if isinstance(array, Reordered) else [array]:
+                    out.write(np.ascontiguousarray(part).data.cast("B"))
             out.truncate(start + end)
             out.flush()
             os.fsync(out.fileno())
