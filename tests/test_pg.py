@@ -241,3 +241,36 @@ def test_a_newer_schema_is_refused_and_left_untouched(pg_url: str) -> None:
     rows = db.query("SELECT version FROM recallstack_schema WHERE component = 'storage'")
     assert rows == [(99,)]
     db.close()
+
+
+def planned_rows(url: str) -> dict[str, float]:
+    """Each table's row count as the planner knows it (-1: never analyzed)."""
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT relname, reltuples FROM pg_class WHERE relkind = 'r' "
+            "AND relnamespace = 'public'::regnamespace"
+        ).fetchall()
+    return dict(rows)
+
+
+def test_a_bulk_load_refreshes_the_planners_statistics(pg_url: str) -> None:
+    """Postgres plans from statistics autovacuum refreshes later (if at all): a table
+    this process grew by a tenth, past 1,000 rows, is analyzed after the write."""
+    from recallstack import Memory
+    from recallstack.core.messages import Message
+
+    with Memory(pg_url, pg_url, "hash/16", {"semantic_recall": {"top_k": 2}}) as memory:
+        memory.create_thread("r", thread_id="t")
+        small = [Message(id=f"s{n}", thread_id="t", role="user", content="hi") for n in range(10)]
+        memory.save_messages(small)
+        assert planned_rows(pg_url)["recallstack_messages"] == -1  # ten rows: left alone
+        bulk = [
+            Message(id=f"m{n}", thread_id="t", role="user", content=f"message {n}")
+            for n in range(1_500)
+        ]
+        memory.save_messages(bulk)
+        assert memory.semantic is not None
+        table = table_name(memory.semantic.index_name())
+    planned = planned_rows(pg_url)
+    for name in ("recallstack_messages", "recallstack_message_index", table):
+        assert planned[name] >= 1_000, name

@@ -300,6 +300,7 @@ class PgStorage(Storage):
                 "DELETE FROM recallstack_message_index WHERE message_id = ANY(%s)",
                 ([m.id for m in messages],),
             )
+        self.db.wrote(("recallstack_messages", "recallstack_message_words"), len(messages))
 
     def _get_messages(self, ids: list[str]) -> list[Message]:
         rows = self.db.query(
@@ -415,6 +416,7 @@ class PgStorage(Storage):
             "ON CONFLICT DO NOTHING",
             (message_ids, index_name),
         )
+        self.db.wrote(("recallstack_message_index",), len(message_ids))
 
     def _forget_indexed(self, message_ids: list[str], thread_id: str | None) -> None:
         self.db.query(

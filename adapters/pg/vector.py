@@ -222,6 +222,7 @@ class PgVectorStore(VectorStore):
             if "does not exist" in str(exc):
                 raise IndexNotFoundError(name) from exc
             raise
+        self.db.wrote((info.table,), len(batch.ids))
         if info.config.type == "ivfflat" and not self._has_ann(info):
             (count,) = self._run(name, f"SELECT count(*) FROM {info.table}")[0]
             if count >= info.config.lists * 10:
