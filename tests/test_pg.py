@@ -9,10 +9,12 @@ import psycopg
 import pytest
 
 from recallstack.adapters.pg.database import JSONB_OID, Database, jsonb_loader
+from recallstack.adapters.pg.sql_filters import compile_filter
 from recallstack.adapters.pg.storage import MIGRATIONS, PgStorage
 from recallstack.adapters.pg.vector import PgVectorStore
 from recallstack.adapters.table_names import table_name
 from recallstack.core.errors import BackendError, IndexNotFoundError, InvalidInputError
+from recallstack.core.filters import parse_filter
 from recallstack.core.registry import registry
 
 
@@ -274,3 +276,49 @@ def test_a_bulk_load_refreshes_the_planners_statistics(pg_url: str) -> None:
     planned = planned_rows(pg_url)
     for name in ("recallstack_messages", "recallstack_message_index", table):
         assert planned[name] >= 1_000, name
+
+
+LONG = "memory_messages_all_minilm_l6_v2_384"
+"""An index name as Memory makes them: its table's name is too long for `<table>_<suffix>`."""
+
+
+def test_every_index_of_a_long_named_table_exists(pg_url: str) -> None:
+    """Postgres cuts names at 63 bytes; cut, `..._resource_id` and `..._resource_id_type`
+    were one name, the second index was never made, and a scoped query scanned the
+    whole table."""
+    store = PgVectorStore(pg_url)
+    store.create_index(LONG, 4, config={"type": "hnsw"})
+    table = table_name(LONG)
+    assert len(f"{table}_resource_id_type") > 63
+    made = indexes(pg_url, table)
+    assert len(made) == 7  # primary key, metadata GIN, HNSW, two keys x (value, type)
+    assert all(len(name) <= 63 for name in made)
+    rng = np.random.default_rng(0)
+    ids = [f"m{n}" for n in range(3000)]
+    store.upsert(
+        LONG, ids, rng.normal(size=(3000, 4)), [{"resource_id": f"r{n % 100}"} for n in range(3000)]
+    )
+    sql, params = compile_filter(parse_filter({"resource_id": "r7"}))
+    with psycopg.connect(pg_url) as conn:
+        conn.execute(f"ANALYZE {table}")
+        plan = "\n".join(
+            r[0] for r in conn.execute(f"EXPLAIN SELECT id FROM {table} WHERE {sql}", params)
+        )
+    assert "Seq Scan" not in plan, plan
+    store.close()
+
+
+def test_an_older_schema_gets_the_indexes_it_missed(pg_url: str) -> None:
+    store = PgVectorStore(pg_url)
+    store.create_index(LONG, 4)
+    store.close()
+    table = table_name(LONG)
+    wanted = indexes(pg_url, table)
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # as version 1 left it
+        for name in wanted:
+            if name.endswith("_type"):
+                conn.execute(f"DROP INDEX {name}")
+        conn.execute("UPDATE recallstack_schema SET version = 1 WHERE component = 'vector'")
+    assert indexes(pg_url, table) != wanted
+    PgVectorStore(pg_url).close()
+    assert indexes(pg_url, table) == wanted

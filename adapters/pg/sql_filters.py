@@ -9,6 +9,7 @@ Every key path and value is a bound parameter. Conditions are never NULL, so
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from recallstack.core.filters import Condition, Logical, Node, Not
@@ -19,13 +20,29 @@ INDEXED_KEYS = ("resource_id", "thread_id")
 """Reserved keys with btree expression indexes: their string equality is an index lookup."""
 
 
+NAME_LIMIT = 63
+"""Postgres cuts longer identifiers to this many bytes."""
+
+
+def index_name(table: str, suffix: str) -> str:
+    """`<table>_<suffix>`, or, past Postgres's 63 bytes, the table's name cut with a
+    hash of it kept: cut names collide (`..._resource_id` and `..._resource_id_type`),
+    and `CREATE INDEX IF NOT EXISTS` then skips the second index without a word."""
+    name = f"{table}_{suffix}"
+    if len(name) <= NAME_LIMIT:
+        return name
+    digest = hashlib.sha1(table.encode()).hexdigest()[:8]
+    return f"{table[: NAME_LIMIT - len(suffix) - len(digest) - 2]}_{digest}_{suffix}"
+
+
 def index_statements(table: str) -> list[str]:
     """The expression indexes `_indexed_equals` relies on (key names are our constants)."""
     statements = []
     for key in INDEXED_KEYS:
         statements += [
-            f"CREATE INDEX IF NOT EXISTS {table}_{key} ON {table} ((metadata ->> '{key}'))",
-            f"CREATE INDEX IF NOT EXISTS {table}_{key}_type ON {table} "
+            f"CREATE INDEX IF NOT EXISTS {index_name(table, key)} ON {table} "
+            f"((metadata ->> '{key}'))",
+            f"CREATE INDEX IF NOT EXISTS {index_name(table, key + '_type')} ON {table} "
             f"(jsonb_typeof(metadata -> '{key}'))",
         ]
     return statements

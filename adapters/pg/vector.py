@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from recallstack.adapters.pg import CAPABILITIES
 from recallstack.adapters.pg.database import Database
-from recallstack.adapters.pg.sql_filters import compile_filter, index_statements
+from recallstack.adapters.pg.sql_filters import compile_filter, index_name, index_statements
 from recallstack.adapters.table_names import table_name
 from recallstack.core.errors import (
     BackendError,
@@ -48,6 +48,15 @@ def _catalog(cur: Any) -> None:
         f"CREATE TABLE {CATALOG} (name text PRIMARY KEY, table_name text NOT NULL UNIQUE, "
         "dimension integer NOT NULL, metric text NOT NULL, config jsonb NOT NULL)"
     )
+
+
+def _named_indexes(cur: Any) -> None:
+    """Indexes of tables whose names were too long for `<table>_<suffix>` are made
+    again under names that fit (`index_name`); the cut one that was made stays."""
+    cur.execute(f"SELECT table_name FROM {CATALOG}")
+    for (table,) in cur.fetchall():
+        for statement in index_statements(table):
+            cur.execute(statement)
 
 
 @dataclass(frozen=True)
@@ -93,7 +102,7 @@ class PgVectorStore(VectorStore):
                 f"got {ef_search!r}"
             )
         self.db = Database(url, **pool)
-        self.db.migrate("vector", [_catalog])
+        self.db.migrate("vector", [_catalog, _named_indexes])
         self.search = search
         self.exact_below = exact_below
         self.ef_search = ef_search
@@ -152,7 +161,7 @@ class PgVectorStore(VectorStore):
                 f"embedding vector({dimension}) NOT NULL, metadata jsonb NOT NULL)"
             )
             cur.execute(
-                f"CREATE INDEX IF NOT EXISTS {table}_meta ON {table} "
+                f"CREATE INDEX IF NOT EXISTS {index_name(table, 'meta')} ON {table} "
                 "USING gin (metadata jsonb_path_ops)"
             )
             for statement in index_statements(table):
@@ -169,11 +178,12 @@ class PgVectorStore(VectorStore):
         opclass = OPERATORS[metric][1]
         if config.type == "ivfflat":
             return (
-                f"CREATE INDEX IF NOT EXISTS {table}_ann ON {table} "
+                f"CREATE INDEX IF NOT EXISTS {index_name(table, 'ann')} ON {table} "
                 f"USING ivfflat (embedding {opclass}) WITH (lists = {int(config.lists)})"
             )
         return (
-            f"CREATE INDEX IF NOT EXISTS {table}_ann ON {table} USING hnsw (embedding {opclass}) "
+            f"CREATE INDEX IF NOT EXISTS {index_name(table, 'ann')} ON {table} "
+            f"USING hnsw (embedding {opclass}) "
             f"WITH (m = {int(config.m)}, ef_construction = {int(config.ef_construction)})"
         )
 
@@ -186,7 +196,7 @@ class PgVectorStore(VectorStore):
         wanted = IndexConfig.model_validate(config).model_copy(update={"metric": info.metric})
         with self.db.cursor(transaction=True) as cur:
             cur.execute("SET LOCAL maintenance_work_mem = '1GB'")
-            cur.execute(f"DROP INDEX IF EXISTS {info.table}_ann")
+            cur.execute(f"DROP INDEX IF EXISTS {index_name(info.table, 'ann')}")
             if wanted.type in ("hnsw", "ivfflat"):
                 cur.execute(self._ann_statement(info.table, info.metric, wanted))
             cur.execute(
@@ -229,7 +239,7 @@ class PgVectorStore(VectorStore):
                 self.db.query(self._ann_statement(info.table, info.metric, info.config))
 
     def _has_ann(self, info: _Info) -> bool:
-        rows = self.db.query("SELECT to_regclass(%s) IS NOT NULL", (f"{info.table}_ann",))
+        rows = self.db.query("SELECT to_regclass(%s) IS NOT NULL", (index_name(info.table, "ann"),))
         return bool(rows[0][0])
 
     def _where(self, target: list[str] | Node) -> tuple[str, list[Any]]:
