@@ -110,6 +110,15 @@ class Storage(ABC):
         items, total = self._list_threads(resource_id, order_by, order, limit, offset)
         return _page(ThreadPage, items, total, page, per_page)
 
+    def all_threads(self, *, after: str | None = None, limit: int = 1000) -> list[Thread]:
+        """Every resource's threads, by id (code-point order), the first `limit` past
+        `after`: export and migration walk a whole store with it."""
+        if after is not None:
+            check_id(after, "after")
+        if not is_positive_int(limit):
+            raise InvalidInputError(f"limit must be a positive integer, not {limit!r}")
+        return self._all_threads(after, limit)
+
     # ---- messages -------------------------------------------------------------
 
     def save_messages(self, messages: Sequence[Message]) -> list[Message]:
@@ -309,6 +318,9 @@ class Storage(ABC):
 
     @abstractmethod
     def _delete_thread(self, thread_id: str) -> None: ...
+
+    @abstractmethod
+    def _all_threads(self, after: str | None, limit: int) -> list[Thread]: ...
 
     @abstractmethod
     def _list_threads(

@@ -277,6 +277,13 @@ class LibSQLStorage(Storage):
         )[0]
         return [_thread(r) for r in rows], total
 
+    def _all_threads(self, after: str | None, limit: int) -> list[Thread]:
+        rows = self.db.query(
+            "SELECT * FROM recallstack_threads WHERE ? IS NULL OR id > ? ORDER BY id LIMIT ?",
+            (after, after, limit),
+        )
+        return [_thread(r) for r in rows]
+
     # ---- messages -------------------------------------------------------------
 
     def _save_messages(self, messages: list[Message]) -> None:

@@ -66,6 +66,11 @@ class InMemoryStorage(Storage):
         threads.sort(key=lambda t: (getattr(t, order_by), t.id), reverse=order == "desc")
         return _slice(threads, limit, offset), len(threads)
 
+    def _all_threads(self, after: str | None, limit: int) -> list[Thread]:
+        with self._lock:
+            ids = sorted(i for i in self._threads if after is None or i > after)[:limit]
+            return [self._threads[i] for i in ids]
+
     def _save_messages(self, messages: list[Message]) -> None:
         with self._lock:
             for m in messages:

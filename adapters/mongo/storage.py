@@ -197,6 +197,12 @@ class MongoStorage(Storage):
             found = list(cursor.skip(offset).limit(limit or 0))
         return [_thread(d) for d in found], total
 
+    def _all_threads(self, after: str | None, limit: int) -> list[Thread]:
+        query = {} if after is None else {"_id": {"$gt": after}}
+        with self.connection.wrapped():
+            found = list(self.threads.find(query).sort("_id", 1).limit(limit))
+        return [_thread(d) for d in found]
+
     # ---- messages ---------------------------------------------------------------
 
     def _save_messages(self, messages: list[Message]) -> None:

@@ -272,6 +272,15 @@ class PgStorage(Storage):
         )
         return [_thread(r) for r in rows], total
 
+    def _all_threads(self, after: str | None, limit: int) -> list[Thread]:
+        rows = self.db.query(
+            "SELECT id, resource_id, title, metadata, created_at, updated_at "
+            "FROM recallstack_threads WHERE %(after)s::text IS NULL OR id > %(after)s "
+            "ORDER BY id LIMIT %(limit)s",
+            {"after": after, "limit": limit},
+        )
+        return [_thread(r) for r in rows]
+
     def _save_messages(self, messages: list[Message]) -> None:
         rows = [
             (

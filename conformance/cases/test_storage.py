@@ -95,6 +95,29 @@ def test_list_threads(world: World) -> None:
     assert world.s.list_threads(world.ids("nobody")).items == []
 
 
+def test_every_thread_in_pages(world: World) -> None:
+    """`all_threads` walks every resource's threads by id in code-point order; the
+    store may hold other tests' threads, so only this test's are compared."""
+    extra = [world.ids(n) for n in ("Zeta", "alpha", "ä-umlaut", "日本")]
+    for n, thread_id in enumerate(extra):
+        world.s.save_thread(Thread(id=thread_id, resource_id=world.ids(f"other{n}")))
+    seen: list[str] = []
+    after = None
+    while page := world.s.all_threads(after=after, limit=2):
+        assert len(page) <= 2
+        seen += [t.id for t in page]
+        after = page[-1].id
+    assert seen == sorted(seen) and len(seen) == len(set(seen))
+    ours = [world.t1, world.t2, world.t3, *extra]
+    assert [i for i in seen if i in ours] == sorted(ours)
+    first = world.s.all_threads(after=world.t1, limit=1)
+    assert first[0].id > world.t1
+    with pytest.raises(InvalidInputError):
+        world.s.all_threads(limit=0)
+    with pytest.raises(InvalidInputError):
+        world.s.all_threads(after=3)  # type: ignore[arg-type]
+
+
 def test_message_round_trip(world: World) -> None:
     rich = Message(
         id=world.ids("rich"),
