@@ -272,6 +272,79 @@ def reindex(stores: tuple[str, str, str], batch_size: int, quiet: bool) -> None:
         sys.exit(EXIT_FAILURE)
 
 
+@main.command()
+@memory_options
+@click.option("--output", "-o", type=click.Path(dir_okay=False), help="A file instead of stdout.")
+def export(stores: tuple[str, str, str], output: str | None) -> None:
+    """Write every resource, thread and message as JSON lines (vectors are not written:
+    `import` embeds again)."""
+    from recallstack.core.migration import export_lines
+
+    storage = registry().storage(stores[0])
+    click.get_current_context().call_on_close(storage.close)
+    out = open(output, "w", encoding="utf-8") if output else sys.stdout  # noqa: SIM115
+    try:
+        for line in export_lines(storage):
+            out.write(line + "\n")
+    finally:
+        if output:
+            out.close()
+
+
+@main.command("import")
+@memory_options
+@click.option("--quiet", is_flag=True, help="No progress output.")
+@click.argument("dump", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+def import_(stores: tuple[str, str, str], dump: str, quiet: bool) -> None:
+    """Save what `export` wrote, embedding the messages. The whole file is checked
+    first: if any line is invalid, nothing is written."""
+    from recallstack.core.migration import import_records, parse_lines
+
+    raw = sys.stdin.buffer.read() if dump == "-" else open(dump, "rb").read()  # noqa: SIM115
+    found = parse_lines(raw.splitlines())
+    memory = open_memory(stores)
+    with progress_of("import", quiet) as progress:
+        saved = import_records(memory, found, progress)
+    click.echo(f"imported {len(found) - saved} threads and resources, {saved} messages")
+
+
+@main.command()
+@click.option("--from", "source", required=True, help="The URL to copy from (storage and vectors).")
+@click.option("--to", "target", required=True, help="The URL to copy to (storage and vectors).")
+@click.option(
+    "--embedder", envvar="RECALLSTACK_EMBEDDER", default=DEFAULT_EMBEDDER, show_default=True
+)
+@click.option("--quiet", is_flag=True, help="No progress output.")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+def migrate(source: str, target: str, embedder: str, quiet: bool, as_json: bool) -> None:
+    """Copy a memory to another backend, embedding it there; run it again to resume
+    after an interruption. Ends with a check: the same messages in every thread,
+    and the same hits for a few searches."""
+    from recallstack.core.migration import describe
+    from recallstack.core.migration import migrate as run
+
+    source_memory = open_memory((source, source, embedder))
+    target_memory = open_memory((target, target, embedder))
+    with progress_of("migrate", quiet) as progress:
+        result = run(source_memory, target_memory, progress)
+    figures = describe(result)
+    if as_json:
+        click.echo(json.dumps(figures))
+    else:
+        click.echo(
+            f"{result.threads} threads, {result.messages} messages; copied "
+            f"{result.copied_messages} messages in {result.seconds:.1f} s "
+            f"({figures['messages_per_second']:,.0f}/s); "
+            f"verified: counts and {result.sampled} searches"
+            if result.verified
+            else "verification failed"
+        )
+    if not result.verified:
+        for problem in result.problems:
+            click.echo(f"recallstack: error: {problem}", err=True)
+        sys.exit(EXIT_FAILURE)
+
+
 def _describe(backend: Backend[Any]) -> dict[str, Any]:
     caps = backend.capabilities
     return {

@@ -1,0 +1,251 @@
+"""Moving a memory between backends: export to JSON lines, import them, or migrate
+from one store to another directly, resumable and verified.
+
+A dump holds one record a line: `{"type": "resource" | "thread" | "message",
+"data": {...}}`, each resource before its first thread and each thread before
+its messages, threads in id order. Vectors are not exported: the importing
+memory embeds the messages with its own embedder, so a dump moves between
+models as well as between backends.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from recallstack.core.errors import InvalidInputError, NotFoundError
+from recallstack.core.memory import Memory, SearchHit
+from recallstack.core.messages import Message
+from recallstack.core.records import Resource, Thread
+from recallstack.core.storage import Storage
+
+PAGE = 500
+"""Threads read, and messages read and saved, per call."""
+SAMPLES = 5
+"""Threads whose first message is searched on both sides when a migration is verified."""
+
+TIE = 1e-4
+"""Scores this close are a tie when two backends' hits are compared."""
+
+Progress = Callable[[int, int], None]
+"""`progress(done, total)`, in messages."""
+Record = tuple[Literal["resource", "thread", "message"], Resource | Thread | Message]
+
+
+def threads_of(storage: Storage) -> Iterator[Thread]:
+    """Every thread of the store, in id order."""
+    after = None
+    while page := storage.all_threads(after=after, limit=PAGE):
+        yield from page
+        after = page[-1].id
+
+
+def messages_of(storage: Storage, thread_id: str) -> Iterator[list[Message]]:
+    """A thread's messages, oldest first, a page at a time."""
+    page = 0
+    while batch := storage.list_messages(thread_id, page=page, per_page=PAGE, order="asc").items:
+        yield batch
+        page += 1
+
+
+def records(storage: Storage) -> Iterator[Record]:
+    """What a dump holds, in its order."""
+    seen: set[str] = set()
+    for thread in threads_of(storage):
+        if thread.resource_id not in seen:
+            seen.add(thread.resource_id)
+            resource = storage.get_resource(thread.resource_id)
+            if resource is not None:
+                yield "resource", resource
+        yield "thread", thread
+        for batch in messages_of(storage, thread.id):
+            for message in batch:
+                yield "message", message
+
+
+def export_lines(storage: Storage) -> Iterator[str]:
+    """The dump of a store, one JSON line at a time."""
+    for kind, record in records(storage):
+        data = record.model_dump(mode="json")
+        yield json.dumps({"type": kind, "data": data}, ensure_ascii=False)
+
+
+_MODELS: dict[str, type[Resource] | type[Thread] | type[Message]] = {
+    "resource": Resource,
+    "thread": Thread,
+    "message": Message,
+}
+
+
+def parse_lines(lines: Iterable[bytes]) -> list[Record]:
+    """Every record of a dump, checked before anything is written: a line that is not
+    one is an `InvalidInputError` naming the line."""
+    found: list[Record] = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            text = line.decode("utf-8")
+            if not text.strip():
+                continue
+            entry = json.loads(text)
+            if not isinstance(entry, dict) or entry.get("type") not in _MODELS:
+                raise InvalidInputError(
+                    'expected {"type": "resource|thread|message", "data": {...}}'
+                )
+            found.append((entry["type"], _MODELS[entry["type"]].model_validate(entry.get("data"))))
+        except UnicodeDecodeError as exc:
+            raise InvalidInputError(f"line {number}: not UTF-8 ({exc.reason})") from exc
+        except json.JSONDecodeError as exc:
+            raise InvalidInputError(f"line {number}: not JSON ({exc.msg})") from exc
+        except (InvalidInputError, ValidationError) as exc:
+            raise InvalidInputError(f"line {number}: {exc}") from exc
+    return found
+
+
+def import_records(memory: Memory, found: list[Record], progress: Progress | None = None) -> int:
+    """Save the records into `memory` (messages embedded by it); returns the messages saved."""
+    total = sum(kind == "message" for kind, _ in found)
+    done = 0
+    batch: list[Message] = []
+
+    def flush() -> None:
+        nonlocal done
+        if batch:
+            memory.save_messages(batch)
+            done += len(batch)
+            batch.clear()
+            if progress is not None:
+                progress(done, total)
+
+    for _, record in found:
+        if isinstance(record, Message):
+            batch.append(record)
+            if len(batch) >= PAGE:
+                flush()
+            continue
+        flush()  # a thread's messages are saved after the thread
+        if isinstance(record, Thread):
+            memory.storage.save_thread(record)
+        elif isinstance(record, Resource):
+            memory.storage.save_resource(record)
+    flush()
+    return done
+
+
+@dataclass
+class Migration:
+    """What `migrate` did and what its check found."""
+
+    threads: int = 0
+    messages: int = 0
+    copied_threads: int = 0
+    copied_messages: int = 0
+    seconds: float = 0.0
+    problems: list[str] = field(default_factory=list)
+    sampled: int = 0
+
+    @property
+    def verified(self) -> bool:
+        return not self.problems
+
+
+def sizes_of(storage: Storage) -> dict[str, int]:
+    """Each thread's message count."""
+    return {t.id: storage.list_messages(t.id, per_page=0).total for t in threads_of(storage)}
+
+
+def migrate(source: Memory, target: Memory, progress: Progress | None = None) -> Migration:
+    """Copy every resource, thread and message of `source` into `target`, which embeds
+    them, then check both sides agree.
+
+    Resumable: a thread the target already holds with as many messages is
+    skipped, so running it again after an interruption copies what is left
+    (saves are upserts by id), and a final `reindex` indexes any message a
+    killed run stored without its vectors.
+    """
+    started = time.perf_counter()
+    sizes = sizes_of(source.storage)
+    result = Migration(threads=len(sizes), messages=sum(sizes.values()))
+    done = reported = 0
+    seen: set[str] = set()
+    for thread in threads_of(source.storage):
+        size = sizes.get(thread.id, 0)
+        there = target.storage.get_thread(thread.id)
+        if there is not None and target.storage.list_messages(thread.id, per_page=0).total == size:
+            done += size
+            continue
+        if thread.resource_id not in seen:
+            seen.add(thread.resource_id)
+            resource = source.storage.get_resource(thread.resource_id)
+            if resource is not None:
+                target.storage.save_resource(resource)
+        target.storage.save_thread(thread)
+        for batch in messages_of(source.storage, thread.id):
+            target.save_messages(batch)
+            done += len(batch)
+            result.copied_messages += len(batch)
+            if progress is not None and done - reported >= PAGE:
+                progress(done, result.messages)
+                reported = done
+        result.copied_threads += 1
+    if progress is not None:
+        progress(done, result.messages)
+    if target.semantic is not None:
+        target.reindex()
+    result.seconds = time.perf_counter() - started
+    verify(source, target, sizes, result)
+    return result
+
+
+def verify(source: Memory, target: Memory, sizes: dict[str, int], result: Migration) -> None:
+    """Each of the source's threads (`sizes`: its message counts) holds as many messages
+    in the target, and a search of the first message of a few threads finds the same
+    messages on both sides (when both have vectors of the model)."""
+    differ = [
+        thread_id
+        for thread_id, size in sizes.items()
+        if target.storage.get_thread(thread_id) is None
+        or target.storage.list_messages(thread_id, per_page=0).total != size
+    ]
+    if differ:
+        result.problems.append(
+            f"{len(differ)} threads differ in the target, e.g. {', '.join(map(repr, differ[:3]))}"
+        )
+    chosen = sorted(sizes)[:: max(1, len(sizes) // SAMPLES)][:SAMPLES]
+    for thread_id in chosen:
+        thread = source.storage.get_thread(thread_id)
+        first = next(messages_of(source.storage, thread_id), [])
+        query = next((m.text for m in first if m.text.strip()), None)
+        if thread is None or query is None or source.semantic is None or target.semantic is None:
+            continue
+        try:
+            theirs = source.search(thread.resource_id, query, top_k=5)
+        except NotFoundError:  # the source has no vectors of this model
+            continue
+        ours = target.search(thread.resource_id, query, top_k=5)
+        result.sampled += 1
+        if not _same_hits(ours, theirs):
+            result.problems.append(
+                f"a search of {thread.resource_id!r} found "
+                f"{[h.message.id for h in ours]} here and {[h.message.id for h in theirs]} "
+                "in the source"
+            )
+
+
+def _same_hits(ours: list[SearchHit], theirs: list[SearchHit]) -> bool:
+    """The same messages at each rank, but where two scores are within `TIE` (backends
+    round distances differently, so near-ties may come in either order)."""
+    return len(ours) == len(theirs) and all(
+        a.message.id == b.message.id or abs(a.score - b.score) <= TIE
+        for a, b in zip(ours, theirs, strict=True)
+    )
+
+
+def describe(result: Migration) -> dict[str, Any]:
+    """The migration's figures, for the CLI."""
+    rate = result.copied_messages / result.seconds if result.seconds else 0.0
+    return {**result.__dict__, "verified": result.verified, "messages_per_second": rate}

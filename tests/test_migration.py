@@ -1,0 +1,113 @@
+"""Export, import and migration between backends, through the CLI as users run them."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from recallstack import Memory
+from recallstack.cli import EXIT_USAGE, main
+from recallstack.core.messages import Message
+from recallstack.core.migration import sizes_of
+from recallstack.core.records import Resource
+
+EMBEDDER = "hash/16"
+T0 = datetime(2024, 5, 1, tzinfo=UTC)
+
+
+def fill(url: str, threads: int, per_thread: int) -> None:
+    """`threads` threads over ten resources, `per_thread` messages each, and one
+    resource's working metadata."""
+    with Memory(url, url, EMBEDDER, {"semantic_recall": True}) as memory:
+        memory.storage.save_resource(Resource(id="user0", metadata={"name": "Ada"}))
+        for t in range(threads):
+            memory.create_thread(f"user{t % 10}", thread_id=f"t{t:05d}", title=f"chat {t}")
+            memory.save_messages(
+                [
+                    Message(
+                        id=f"t{t:05d}-m{i}",
+                        thread_id=f"t{t:05d}",
+                        role="user" if i % 2 == 0 else "assistant",
+                        content=f"thread {t} message {i} about {('tea', 'bikes', 'rain')[i % 3]}",
+                        created_at=T0 + timedelta(minutes=t * per_thread + i),
+                        metadata={"i": i},
+                    )
+                    for i in range(per_thread)
+                ]
+            )
+
+
+def dump(url: str) -> list[dict[str, object]]:
+    result = CliRunner().invoke(main, ["export", "--storage", url])
+    assert result.exit_code == 0, result.output
+    return [json.loads(line) for line in result.output.splitlines()]
+
+
+def test_export_then_import_gives_the_same_memory(tmp_path: Path) -> None:
+    source, target = f"libsql:///{tmp_path / 'a.db'}", f"libsql:///{tmp_path / 'b.db'}"
+    fill(source, threads=12, per_thread=7)
+    lines = dump(source)
+    assert [line["type"] for line in lines].count("message") == 84
+    assert lines[0] == {"type": "resource", "data": lines[0]["data"]}  # before its threads
+    (tmp_path / "dump.jsonl").write_text("\n".join(json.dumps(line) for line in lines))
+    options = ["--storage", target, "--vector", target, "--embedder", EMBEDDER, "--quiet"]
+    result = CliRunner().invoke(main, ["import", *options, str(tmp_path / "dump.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert "84 messages" in result.output
+    assert dump(target) == lines
+    with Memory(target, target, EMBEDDER, {"semantic_recall": True}) as memory:
+        hits = memory.search("user3", "thread 3 message 1 about bikes", top_k=1)
+        assert hits[0].message.id == "t00003-m1"
+
+
+def test_a_bad_line_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    source, target = f"libsql:///{tmp_path / 'a.db'}", f"libsql:///{tmp_path / 'b.db'}"
+    fill(source, threads=2, per_thread=3)
+    lines = [json.dumps(line) for line in dump(source)]
+    broken = tmp_path / "broken.jsonl"
+    for bad in ('{"type": "message", "data": {"id": 5}}', "not json", '{"type": "vector"}'):
+        broken.write_text("\n".join([*lines[:3], bad, *lines[3:]]))
+        result = CliRunner().invoke(
+            main, ["import", "--storage", target, "--embedder", EMBEDDER, str(broken)]
+        )
+        assert result.exit_code == EXIT_USAGE
+        assert "line 4" in result.output
+    with Memory(target, target, EMBEDDER) as memory:
+        assert memory.storage.all_threads() == []
+
+
+def test_migrate_to_postgres_killed_midway_then_resumed(tmp_path: Path, pg_url: str) -> None:
+    """10,000 messages from a LibSQL file to Postgres: the first run is killed once it
+    has copied some, the second copies the rest and checks both sides agree."""
+    source = f"libsql:///{tmp_path / 'big.db'}"
+    fill(source, threads=1_000, per_thread=10)
+    command = [sys.executable, "-m", "recallstack", "migrate", "--from", source, "--to", pg_url]
+    command += ["--embedder", EMBEDDER]
+    first = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    assert first.stderr is not None
+    for line in first.stderr:  # not a terminal: a plain line per step
+        assert line.startswith("migrate: "), line
+        done = int(line.split()[1].replace(",", ""))
+        if done >= 2_000:
+            first.send_signal(signal.SIGKILL)
+            break
+    assert first.wait() == -signal.SIGKILL
+    with Memory(pg_url, pg_url, EMBEDDER) as memory:
+        partial = sum(sizes_of(memory.storage).values())
+    assert 2_000 <= partial < 10_000
+    second = subprocess.run([*command, "--json", "--quiet"], capture_output=True, text=True)
+    assert second.returncode == 0, second.stderr
+    figures = json.loads(second.stdout)
+    assert figures["verified"] and figures["sampled"] == 5
+    assert (figures["threads"], figures["messages"]) == (1_000, 10_000)
+    assert figures["copied_messages"] <= 10_000 - partial + 10 * 50  # resumed, not redone
+    with Memory(pg_url, pg_url, EMBEDDER, {"semantic_recall": True}) as memory:
+        assert sizes_of(memory.storage) == {f"t{t:05d}": 10 for t in range(1_000)}
+        assert memory.storage.get_resource("user0").metadata == {"name": "Ada"}  # type: ignore[union-attr]
+        assert memory.reindex().indexed == 0  # every message has its vectors
