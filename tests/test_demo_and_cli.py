@@ -119,7 +119,11 @@ def test_ingest_of_1500_lines_indexes_them_all(
     source.write_text("".join(json.dumps(line) + "\n" for line in lines))
     result = runner.invoke(main, ["ingest", *common, str(source)])
     assert result.exit_code == 0, result.output
-    assert "saved 1500 messages, indexed 1500" in result.output
+    assert "saved 1500 messages, indexed 1500" in result.stdout
+    # not a terminal: a plain line on stderr per batch of 500
+    assert result.stderr.splitlines() == [f"ingest: {n:,} of 1,500" for n in (500, 1000, 1500)]
+    quiet = runner.invoke(main, ["ingest", *common, "--quiet", str(source)])
+    assert quiet.exit_code == 0 and quiet.stderr == ""
 
 
 def _fails(

@@ -17,6 +17,8 @@ from rich.table import Table
 from recallstack.core.registry import Backend, registry
 
 DEFAULT_EMBEDDER = "local/all-MiniLM-L6-v2"
+INGEST_BATCH = 500
+"""Messages `ingest` saves per call, one progress step each."""
 
 
 EXIT_FAILURE = 1
@@ -113,8 +115,9 @@ def demo(stores: tuple[str, str, str]) -> None:
 
 @main.command()
 @memory_options
+@click.option("--quiet", is_flag=True, help="No progress output.")
 @click.argument("jsonl", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
-def ingest(stores: tuple[str, str, str], jsonl: str) -> None:
+def ingest(stores: tuple[str, str, str], jsonl: str, quiet: bool) -> None:
     """Save messages from a JSONL file (one message object per line).
 
     Each line needs thread_id, role and content; resource_id creates the thread
@@ -155,12 +158,21 @@ def ingest(stores: tuple[str, str, str], jsonl: str) -> None:
         missing[message.thread_id] = message.resource_id
     for thread_id, resource_id in missing.items():
         memory.create_thread(resource_id, thread_id=thread_id)
-    result = memory.save_messages(messages)
-    click.echo(f"saved {len(result.messages)} messages, indexed {len(result.indexed)}")
-    if result.not_indexed:
+    saved = indexed = 0
+    not_indexed: list[str] = []
+    error = None
+    with progress_of("ingest", quiet) as progress:
+        for start in range(0, len(messages), INGEST_BATCH):
+            result = memory.save_messages(messages[start : start + INGEST_BATCH])
+            saved += len(result.messages)
+            indexed += len(result.indexed)
+            not_indexed += result.not_indexed
+            error = error or result.error
+            progress(saved, len(messages))
+    click.echo(f"saved {saved} messages, indexed {indexed}")
+    if not_indexed:
         click.echo(
-            f"not indexed: {len(result.not_indexed)} ({result.error}); run `recallstack reindex`",
-            err=True,
+            f"not indexed: {len(not_indexed)} ({error}); run `recallstack reindex`", err=True
         )
         sys.exit(EXIT_FAILURE)
 
