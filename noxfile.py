@@ -102,13 +102,15 @@ def reliability(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON, default=False)
 def peers(session: nox.Session) -> None:
-    """bench/peers.py: recallstack, mem0 and LangChain on the same LoCoMo turns, model and
-    Postgres; not part of `nox`: `nox -s peers -- ../shared/data/locomo/locomo-dev.json`."""
+    """bench/peers.py: recallstack, mem0 and LangChain on the same LoCoMo turns and model,
+    on Postgres and on Qdrant. Not part of `nox`:
+    `nox -s peers -- ../shared/data/locomo/locomo-dev.json`."""
     session.install(TORCH)
     session.install(
-        ".[pg-server,local]",
+        ".[pg-server,libsql,qdrant,local]",
         "mem0ai>=2.2",
         "langchain-postgres>=0.0.15",
+        "langchain-qdrant>=0.2",
         "langchain-huggingface>=1",
     )
     session.run("python", "bench/peers.py", *session.posargs)

