@@ -112,7 +112,9 @@ class Storage(ABC):
 
     def all_threads(self, *, after: str | None = None, limit: int = 1000) -> list[Thread]:
         """Every resource's threads, by id (code-point order), the first `limit` past
-        `after`: export and migration walk a whole store with it."""
+        `after`: export and migration walk a whole store with it. It crosses the
+        resource boundary on purpose, so it is for whoever runs the store, and no
+        `Memory` method calls it."""
         if after is not None:
             check_id(after, "after")
         if not is_positive_int(limit):
