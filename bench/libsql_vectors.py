@@ -9,8 +9,9 @@ after opening: without the vector file, which that query writes, then with
 it) and warm, the first query after a small save (10 new vectors,
 written the way `Memory.save_messages` writes them: upsert, then delete the
 stale chunks, of which a new message has none) by another store instance,
-which sees it as another process would, and the raw driver's exact
-`vector_distance_cos` ORDER BY query for comparison.
+which sees it as another process would, the raw driver's exact
+`vector_distance_cos` ORDER BY query for comparison, and numpy's own scan of
+the same matrix (what this machine's memory bandwidth allows).
 """
 
 from __future__ import annotations
@@ -85,6 +86,8 @@ def run(size: int, queries: int, folder: Path) -> None:
         fresh.close()
 
     after_save(url, probes, queries)
+    numpy = timed(lambda i: np.argpartition(-(data @ probes[i]), 10)[:10], min(queries, 50))
+    print(f"{'numpy exact scan (reference)':28s}  {'':21s} {percentiles(numpy)}")
 
     raw = libsql.connect(str(folder / f"bench-{size}.db"))
     table = table_name("bench")
