@@ -13,7 +13,11 @@ in two rounds, one per backend:
   share here; no Qdrant server runs on this machine): recallstack's
   `qdrant+local://` vectors (storage in a LibSQL file), mem0's qdrant store
   (its history in SQLite, as always), LangChain's `QdrantVectorStore`
-  (langchain-qdrant; the texts live in the points' payload).
+  (langchain-qdrant; the texts live in the points' payload). That local mode
+  is a Python re-implementation of Qdrant meant for tests: it evaluates a
+  filter point by point in Python, which bounds every system's filtered
+  search. A last row runs recallstack on Qdrant Edge, Qdrant's own engine in
+  process, which the other two cannot use.
 
 How each system saves: recallstack, one resource per conversation and one
 thread per session, as `bench/locomo.py` saves them; mem0 (open source,
@@ -290,6 +294,15 @@ def main() -> None:
                     (
                         "LangChain QdrantVectorStore",
                         lambda: langchain_qdrant(folder / "langchain-qdrant", model, data),
+                    ),
+                    (
+                        "recallstack on Qdrant Edge",
+                        lambda: recallstack(
+                            f"libsql:///{folder / 'recallstack-edge.db'}",
+                            f"qdrant+edge:///{folder / 'recallstack-edge'}",
+                            model,
+                            data,
+                        ),
                     ),
                 ],
             ),
