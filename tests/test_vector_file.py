@@ -105,10 +105,6 @@ def test_a_new_store_answers_from_the_file(both: Both, tmp_path: Path, loads: li
     assert loads == []
 
 
-def test_the_writer_answers_from_the_file_it_wrote(both: Both) -> None:
-    assert mapped(both.writer)
-
-
 def test_the_file_keeps_each_resource_in_one_block(both: Both, tmp_path: Path) -> None:
     """Rows lie by resource, then thread: a resource (and a thread of one resource) is
     a range of positions; a thread whose rows lie under several resources is listed."""

@@ -19,6 +19,7 @@ the exact path, so they never return fewer than top_k matching rows.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
 import threading
 from collections.abc import Mapping
@@ -410,27 +411,20 @@ class LibSQLVectorStore(VectorStore):
         return folded
 
     def _persist(self, entry: _Entry, snap: _Snapshot) -> None:
-        """Write the snapshot to the vector file, then answer from the file, whose rows
-        lie in scope order, if no write came since. A file that cannot be written
-        only costs the next process a load from SQL."""
+        """Write the snapshot to the vector file, its rows in scope order, for the next
+        process to map. A file that cannot be written only costs that process a
+        load from SQL."""
         path = self._vector_file(entry)
         if path is None:
             return
         header, arrays = _clustered(snap)
-        try:
+        with contextlib.suppress(OSError):
             vector_file.write(
                 path,
                 {"generation": entry.generation, **header},
                 arrays,
                 like=Path(self.db.location.path),
             )
-        except OSError:
-            return
-        mapped = self._mapped(entry)
-        with self._lock:
-            name = next((n for n, s in self._snapshots.items() if s is snap), None)
-            if name is not None and mapped is not None and mapped.version == snap.version:
-                self._snapshots[name] = mapped
 
     def _load(self, entry: _Entry) -> _Snapshot:
         """Every row, read in pages straight into arrays sized for them, so a load
@@ -744,8 +738,8 @@ def _apply(
 
 
 def _spare(size: int, added: int) -> int:
-    """Room for rows to come when `size` rows are copied to add `added`: a quarter more,
-    as the vector file is written again after a quarter more (and then mapped)."""
+    """Room for rows to come when `size` rows are copied to add `added`: a quarter more
+    (a mapped file has no room, and doubling a million rows would cost 1.5 GB)."""
     return added + max(size // 4, 1024)
 
 

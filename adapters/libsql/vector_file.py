@@ -113,22 +113,25 @@ def read(path: Path) -> tuple[dict[str, Any], dict[str, npt.NDArray[Any]]] | Non
     """The header and the arrays (read-only maps of the file), or None when the file
     is missing or not a whole file of this layout."""
     try:
+        # one open file for the header and every map: another process may replace
+        # the file meanwhile, and a map of the new one under the old header would
+        # put other rows at the header's positions
         with path.open("rb") as file:
             if file.read(8) != MAGIC:
                 return None
             length = int.from_bytes(file.read(8), "little")
             header = json.loads(file.read(length))
-        if not isinstance(header, dict):
-            return None
-        start = _aligned(16 + length)
-        size = path.stat().st_size
-        arrays: dict[str, npt.NDArray[Any]] = {}
-        for entry in header.pop("arrays"):
-            dtype, shape = np.dtype(entry["dtype"]), tuple(entry["shape"])
-            offset = start + entry["at"]
-            if offset + dtype.itemsize * int(np.prod(shape)) > size:
+            if not isinstance(header, dict):
                 return None
-            arrays[entry["name"]] = np.memmap(path, dtype, mode="r", offset=offset, shape=shape)
+            start = _aligned(16 + length)
+            size = os.fstat(file.fileno()).st_size
+            arrays: dict[str, npt.NDArray[Any]] = {}
+            for entry in header.pop("arrays"):
+                dtype, shape = np.dtype(entry["dtype"]), tuple(entry["shape"])
+                offset = start + entry["at"]
+                if offset + dtype.itemsize * int(np.prod(shape)) > size:
+                    return None
+                arrays[entry["name"]] = np.memmap(file, dtype, mode="r", offset=offset, shape=shape)
         return header, arrays
     except (OSError, ValueError, KeyError, TypeError):
         return None
