@@ -17,9 +17,9 @@ if TYPE_CHECKING:
     from psycopg.adapt import Loader
 
 Migration = Callable[[Any], None]
+"""A migration runs statements on the cursor it is given, inside a transaction."""
 ANALYZE_FROM = 1_000
 """Rows written to a table (and a tenth of it) after which this process runs ANALYZE."""
-"""A migration runs statements on the cursor it is given, inside a transaction."""
 
 JSONB_OID = 3802
 """jsonb's type oid, the same in every Postgres."""
@@ -143,24 +143,24 @@ class Database:
                 written = self._written.get(table, 0) + rows
                 self._written[table] = written
                 size = self._sizes.get(table)
-            if written < ANALYZE_FROM or (size is not None and written < size / 10):
+            if written < ANALYZE_FROM:
                 continue
             if size is None:  # first time past ANALYZE_FROM: what the statistics say now
-                found = self.query(
-                    "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)", (table,)
-                )
-                size = float(found[0][0]) if found and found[0][0] is not None else -1.0
+                size = self._planned_rows(table)
                 with self._stats_lock:
                     self._sizes[table] = size
-                if written < size / 10:
-                    continue
+            if written < size / 10:
+                continue
             self.query(f"ANALYZE {table}")
-            found = self.query(
-                "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)", (table,)
-            )
+            size = self._planned_rows(table)
             with self._stats_lock:
                 self._written[table] = 0
-                self._sizes[table] = float(found[0][0]) if found else 0.0
+                self._sizes[table] = size
+
+    def _planned_rows(self, table: str) -> float:
+        """The table's row count in the planner's statistics (-1: never analyzed)."""
+        found = self.query("SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)", (table,))
+        return float(found[0][0]) if found and found[0][0] is not None else -1.0
 
     def migrate(self, component: str, migrations: Sequence[Migration]) -> None:
         """Run the migrations `component` has not had yet, under an advisory lock. When
