@@ -67,7 +67,8 @@ def tests(session: nox.Session) -> None:
     """The unit tests: core, memory, embedders (the real local model), demo and CLI."""
     session.install(TORCH)
     session.install("-e", ".[dev,libsql,pg-server,qdrant,chroma,mongomock,pinecone,local,openai]")
-    session.run("pytest", f"--junitxml={REPORTS / 'junit-tests.xml'}", *session.posargs)
+    junit = f"--junitxml={REPORTS / 'junit-tests.xml'}"
+    session.run("pytest", "-n", "auto", junit, *session.posargs)  # pytest-xdist: one worker per core
 
 
 def _conformance(name: str, extra: str | None) -> None:
