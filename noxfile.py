@@ -68,7 +68,8 @@ def tests(session: nox.Session) -> None:
     session.install(TORCH)
     session.install("-e", ".[dev,libsql,pg-server,qdrant,chroma,mongomock,pinecone,local,openai]")
     junit = f"--junitxml={REPORTS / 'junit-tests.xml'}"
-    session.run("pytest", "-n", "auto", junit, *session.posargs)  # pytest-xdist: one worker per core
+    # -n auto: pytest-xdist, one worker per core
+    session.run("pytest", "-n", "auto", junit, *session.posargs)
 
 
 def _conformance(name: str, extra: str | None) -> None:
