@@ -68,8 +68,10 @@ def tests(session: nox.Session) -> None:
     session.install(TORCH)
     session.install("-e", ".[dev,libsql,pg-server,qdrant,chroma,mongomock,pinecone,local,openai]")
     junit = f"--junitxml={REPORTS / 'junit-tests.xml'}"
-    # -n auto: pytest-xdist, one worker per core
-    session.run("pytest", "-n", "auto", junit, *session.posargs)
+    # -n auto: pytest-xdist, one worker per core; then the timing-sensitive ones alone
+    session.run("pytest", "-n", "auto", "-m", "not alone", junit, *session.posargs)
+    alone = f"--junitxml={REPORTS / 'junit-tests-alone.xml'}"
+    session.run("pytest", "-m", "alone", alone, *session.posargs)
 
 
 def _conformance(name: str, extra: str | None) -> None:

@@ -259,24 +259,40 @@ def ids(request: pytest.FixtureRequest, storage: Any, storage_target: Any) -> It
         storage.delete_thread(thread_id)
 
 
+@pytest.fixture(scope="session")
+def event_loop_thread() -> Iterator[Any]:
+    """An event loop in its own thread, on which `AsyncMemory` cases are awaited."""
+    from recallstack.conformance.async_api import loop_thread
+
+    with loop_thread() as loop:
+        yield loop
+
+
+@pytest.fixture(params=["Memory", "AsyncMemory"])
+def memory_api(request: pytest.FixtureRequest, event_loop_thread: Any) -> Any:
+    """Builds the memory of a Memory-level case: each such case runs through `Memory`
+    and through `AsyncMemory` (awaited on the loop thread)."""
+    from recallstack.conformance.async_api import memory_maker
+
+    return memory_maker(request.param, event_loop_thread)
+
+
 @pytest.fixture
-def memory_over_vector(twin: Any) -> Iterator[Any]:
-    """A `Memory` with the backend as its vector store (reference storage, hash embedder)."""
+def memory_over_vector(twin: Any, memory_api: Any) -> Iterator[Any]:
+    """A memory with the backend as its vector store (reference storage, hash embedder)."""
     from recallstack.adapters.memory.storage import InMemoryStorage
-    from recallstack.core.memory import Memory
     from recallstack.embedders.hashing import HashEmbedder
 
     name = twin.index(32)
     options = {"semantic_recall": {"index_name": name}}
-    yield Memory(InMemoryStorage(), twin.store, HashEmbedder(32), options)
+    yield memory_api(InMemoryStorage(), twin.store, HashEmbedder(32), options)
 
 
 @pytest.fixture
-def memory_over_storage(storage: Any, ids: Any) -> Iterator[Any]:
-    """A `Memory` with the backend as its storage (reference vector store, hash embedder)."""
+def memory_over_storage(storage: Any, ids: Any, memory_api: Any) -> Iterator[Any]:
+    """A memory with the backend as its storage (reference vector store, hash embedder)."""
     from recallstack.adapters.memory.vector import InMemoryVectorStore
-    from recallstack.core.memory import Memory
     from recallstack.embedders.hashing import HashEmbedder
 
     ids("memory")  # labels the report with this storage target
-    yield Memory(storage, InMemoryVectorStore(), HashEmbedder(32), {"semantic_recall": True})
+    yield memory_api(storage, InMemoryVectorStore(), HashEmbedder(32), {"semantic_recall": True})

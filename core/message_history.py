@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from recallstack.core.calls import Steps, call, run
 from recallstack.core.config import MemoryConfig
 from recallstack.core.errors import NotFoundError
 from recallstack.core.messages import Message
@@ -35,24 +36,40 @@ class MessageHistory:
     ) -> MessagePage:
         """A page of the thread's newest messages (page 0 the newest), chronological,
         tagged `source="memory"`."""
-        newest = self.storage.list_messages(
-            thread_id, resource_id=resource_id, page=page, per_page=per_page, order="desc"
+        return run(self.recent_steps(thread_id, resource_id, per_page, page), self._backends)
+
+    def recent_steps(
+        self, thread_id: str, resource_id: str | None, per_page: int, page: int = 0
+    ) -> Steps[MessagePage]:
+        newest = yield from call(
+            Storage.list_messages,
+            thread_id,
+            resource_id=resource_id,
+            page=page,
+            per_page=per_page,
+            order="desc",
         )
         items = [m.model_copy(update={"source": "memory"}) for m in reversed(newest.items)]
         return newest.model_copy(update={"items": items})
 
+    @property
+    def _backends(self) -> dict[str, object]:
+        return {"Storage": self.storage}
+
     def process_input(self, messages: list[Message], context: RequestContext) -> list[Message]:
         """Put the thread's recent messages (not already in the input) before the
         conversation, after its system messages. Storage errors raise."""
+        return run(self.process_input_steps(messages, context), self._backends)
+
+    def process_input_steps(
+        self, messages: list[Message], context: RequestContext
+    ) -> Steps[list[Message]]:
         last = self.config.merged(context.config).last_messages
         if last is False or last == 0:
             return messages
         present = {m.id for m in messages}
-        history = [
-            m
-            for m in self.recent(context.thread_id, context.resource_id, last).items
-            if m.id not in present
-        ]
+        recent = yield from self.recent_steps(context.thread_id, context.resource_id, last)
+        history = [m for m in recent.items if m.id not in present]
         system = [m for m in messages if m.role == "system"]
         return [*system, *history, *(m for m in messages if m.role != "system")]
 
@@ -60,15 +77,21 @@ class MessageHistory:
         self, messages: list[Message], context: RequestContext
     ) -> list[Message]:
         """Persist the new messages (not those memory added), creating the thread if needed."""
+        return run(self.process_output_steps(messages, context), self._backends)
+
+    def process_output_steps(
+        self, messages: list[Message], context: RequestContext
+    ) -> Steps[list[Message]]:
         new = [m for m in messages if m.source is None]
         if not new:
             return messages
-        if self.storage.get_thread(context.thread_id) is None:
+        if (yield from call(Storage.get_thread, context.thread_id)) is None:
             if context.resource_id is None:
                 raise NotFoundError(
                     f"thread {context.thread_id!r} does not exist and the context has no "
                     "resource_id to create it with"
                 )
-            self.storage.save_thread(Thread(id=context.thread_id, resource_id=context.resource_id))
-        self.storage.save_messages(new)
+            thread = Thread(id=context.thread_id, resource_id=context.resource_id)
+            yield from call(Storage.save_thread, thread)
+        yield from call(Storage.save_messages, new)
         return messages

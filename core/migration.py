@@ -19,8 +19,9 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from recallstack.core.errors import InvalidInputError, NotFoundError
-from recallstack.core.memory import Memory, SearchHit
+from recallstack.core.memory import Memory
 from recallstack.core.messages import Message
+from recallstack.core.operations import SearchHit
 from recallstack.core.records import Resource, Thread
 from recallstack.core.storage import Storage
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from recallstack.core.batching import batched
+from recallstack.core.calls import Steps, call, run
 from recallstack.core.chunking import chunk_text
 from recallstack.core.config import HybridConfig, MemoryConfig, SemanticRecallConfig
 from recallstack.core.cross_thread import render
@@ -100,6 +101,14 @@ class SemanticRecall:
         self.log = logger or logging.getLogger("recallstack.semantic_recall")
         self._ready: set[str] = set()
 
+    @property
+    def _backends(self) -> dict[str, object]:
+        return {
+            "Storage": self.storage,
+            "VectorStore": self.vector,
+            "CachedEmbedder": self.embedder,
+        }
+
     # ---- configuration -------------------------------------------------------------
 
     def index_name(self, config: SemanticRecallConfig | None = None) -> str:
@@ -111,14 +120,16 @@ class SemanticRecall:
     def index_names(self) -> list[str]:
         """Indexes that may hold this memory's vectors: those recorded in storage and
         the current one, where they exist."""
-        recorded = {*self.storage.index_names(), self.index_name()}
-        return sorted(recorded & set(self.vector.list_indexes()))
+        return run(self.index_names_steps(), self._backends)
 
-    def _ensure_index(self, name: str, config: SemanticRecallConfig) -> None:
+    def index_names_steps(self) -> Steps[list[str]]:
+        recorded = {*(yield from call(Storage.index_names)), self.index_name()}
+        return sorted(recorded & set((yield from call(VectorStore.list_indexes))))
+
+    def _ensure_index(self, name: str, config: SemanticRecallConfig) -> Steps[None]:
         if name not in self._ready:
-            self.vector.create_index(
-                name, self.embedder.embedder.dimension, config=config.index_config
-            )
+            dimension = self.embedder.embedder.dimension
+            yield from call(VectorStore.create_index, name, dimension, config=config.index_config)
             self._ready.add(name)
 
     # ---- writing ---------------------------------------------------------------------
@@ -142,16 +153,25 @@ class SemanticRecall:
         is recorded; a message the embedder refuses (and only it) is reported
         and left unrecorded, while the rest of the batch is indexed.
         """
+        return run(self.index_steps(messages, config, new, threads), self._backends)
+
+    def index_steps(
+        self,
+        messages: Sequence[Message],
+        config: SemanticRecallConfig | None = None,
+        new: Collection[str] = (),
+        threads: Mapping[str, Thread] | None = None,
+    ) -> Steps[IndexReport]:
         config = config or self.config.recall_or_default
         name = self.index_name(config)
         try:
-            refused = self._write(name, list(messages), config, new, dict(threads or {}))
+            refused = yield from self._write(name, list(messages), config, new, dict(threads or {}))
         except Exception as exc:
             self._ready.discard(name)
             self.log.exception("semantic recall: indexing %d messages failed", len(messages))
             return IndexReport(failed=[m.id for m in messages], error=str(exc))
         done = [m.id for m in messages if m.id not in refused]
-        self.storage.mark_indexed(done, name)
+        yield from call(Storage.mark_indexed, done, name)
         if not refused:
             return IndexReport(indexed=done)
         first = next(iter(refused))
@@ -169,7 +189,7 @@ class SemanticRecall:
         config: SemanticRecallConfig,
         new: Collection[str],
         threads: dict[str, Thread],
-    ) -> dict[str, str]:
+    ) -> Steps[dict[str, str]]:
         """Upsert every chunk's vector, then delete the chunks a message no longer has:
         new vectors exist before old ones go, and a save of new messages deletes nothing.
 
@@ -186,7 +206,7 @@ class SemanticRecall:
             if not chunks:
                 continue
             if m.thread_id not in threads:
-                found = self.storage.get_thread(m.thread_id)
+                found = yield from call(Storage.get_thread, m.thread_id)
                 if found is not None:
                     threads[m.thread_id] = found
             common = vector_metadata(m, threads.get(m.thread_id))
@@ -194,26 +214,34 @@ class SemanticRecall:
                 ids.append(chunk_id(m.id, k, len(chunks)))
                 texts.append(chunk)
                 metadata.append({**common, "chunk": k})
-        if not ids and name not in self._ready and name not in self.vector.list_indexes():
+        if (
+            not ids
+            and name not in self._ready
+            and name not in (yield from call(VectorStore.list_indexes))
+        ):
             return {}  # nothing to write, and no index that could hold stale chunks
-        self._ensure_index(name, config)
+        yield from self._ensure_index(name, config)
         refused: dict[str, str] = {}
         if ids:
             try:
-                vectors = self.embedder.embed(texts)
+                vectors = yield from call(CachedEmbedder.embed, texts)
             except EmbeddingRefusedError as exc:
                 vectors = exc.vectors
                 refused = {str(metadata[i]["message_id"]): why for i, why in exc.refused.items()}
             keep = [i for i, row in enumerate(metadata) if row["message_id"] not in refused]
             if keep:
-                self.vector.upsert(
-                    name, [ids[i] for i in keep], vectors[keep], [metadata[i] for i in keep]
+                yield from call(
+                    VectorStore.upsert,
+                    name,
+                    [ids[i] for i in keep],
+                    vectors[keep],
+                    [metadata[i] for i in keep],
                 )
         new = set(new)
-        self._delete_stale(
+        yield from self._delete_stale(
             name, {m: n for m, n in counts.items() if m not in new and m not in refused}
         )
-        self.vector.wait_until_consistent(name)  # the next recall reads what was written
+        yield from call(VectorStore.wait_until_consistent, name)  # the next recall reads it
         return refused
 
     def chunks_of(self, message: Message, config: SemanticRecallConfig | None = None) -> list[str]:
@@ -226,7 +254,7 @@ class SemanticRecall:
         model = self.embedder.embedder
         return chunk_text(text, model.max_input, model.token_offsets, overlap)
 
-    def _delete_stale(self, name: str, counts: dict[str, int]) -> None:
+    def _delete_stale(self, name: str, counts: dict[str, int]) -> Steps[None]:
         """Delete the chunks beyond each message's current count of `counts[id]`.
 
         Chunk ids are deterministic (`chunk_id`), so what may be stale is known
@@ -237,7 +265,7 @@ class SemanticRecall:
             return
         renamed = [chunk_id(i, 0, 2 if n == 1 else 1) for i, n in counts.items() if n > 0]
         if renamed:
-            self.vector.delete(name, ids=renamed)
+            yield from call(VectorStore.delete, name, ids=renamed)
         beyond: dict[int, list[str]] = {}
         for message_id, n in counts.items():
             beyond.setdefault(n, []).append(message_id)
@@ -247,21 +275,28 @@ class SemanticRecall:
                 stale = and_filters(
                     Condition(("message_id",), "$in", tuple(ids)), Condition(("chunk",), "$gte", n)
                 )
-                self.vector.delete(name, filter=stale)
+                yield from call(VectorStore.delete, name, filter=stale)
 
-    # ---- reading ---------------------------------------------------------------------
+    # ---- deleting --------------------------------------------------------------------
 
     def delete_vectors(
         self, names: Sequence[str], message_ids: Sequence[str] = (), *, thread_id: str | None = None
     ) -> None:
         """Delete these messages' (or this thread's) vectors in the indexes `names`
         (`index_names()`, read before the ledger records go)."""
+        run(self.delete_vectors_steps(names, message_ids, thread_id=thread_id), self._backends)
+
+    def delete_vectors_steps(
+        self, names: Sequence[str], message_ids: Sequence[str] = (), *, thread_id: str | None = None
+    ) -> Steps[None]:
         for name in names:
             if thread_id is not None:
-                self.vector.delete(name, filter=Condition(("thread_id",), "$eq", thread_id))
+                in_thread = Condition(("thread_id",), "$eq", thread_id)
+                yield from call(VectorStore.delete, name, filter=in_thread)
             for ids in batched(message_ids, self.vector.capabilities.max_filter_values):
-                self.vector.delete(name, filter=Condition(("message_id",), "$in", tuple(ids)))
-            self.vector.wait_until_consistent(name)
+                in_ids = Condition(("message_id",), "$in", tuple(ids))
+                yield from call(VectorStore.delete, name, filter=in_ids)
+            yield from call(VectorStore.wait_until_consistent, name)
 
     # ---- reading ---------------------------------------------------------------------
 
@@ -274,6 +309,15 @@ class SemanticRecall:
     ) -> list[Hit]:
         """The top_k messages most similar to the query, within the scope (the resource's
         threads, or the one thread) and the filter."""
+        return run(self.search_steps(query, thread_id, resource_id, config), self._backends)
+
+    def search_steps(
+        self,
+        query: str,
+        thread_id: str | None,
+        resource_id: str | None,
+        config: SemanticRecallConfig | None = None,
+    ) -> Steps[list[Hit]]:
         config = config or self.config.recall_or_default
         if thread_id is not None or config.scope == "thread":
             check_id(thread_id, "thread_id")
@@ -301,10 +345,11 @@ class SemanticRecall:
         pool = max(config.top_k, hybrid.candidates) if hybrid else config.top_k
         best: dict[str, Hit] = {}
         name = self.index_name(config)
-        for vector in self.embedder.embed(chunks):
+        threshold = config.threshold
+        for vector in (yield from call(CachedEmbedder.embed, chunks)):
             try:
-                results = self.vector.query(
-                    name, vector, pool, filter=combined, min_score=config.threshold
+                results = yield from call(
+                    VectorStore.query, name, vector, pool, filter=combined, min_score=threshold
                 )
             except IndexNotFoundError:
                 return []  # nothing was ever saved under this embedder
@@ -315,7 +360,7 @@ class SemanticRecall:
                     best[message_id] = Hit(message_id, thread, r.score, dense_score=r.score)
         ranked = sorted(best.values(), key=lambda h: (-h.score, h.message_id))
         if hybrid:
-            ranked = self._fuse(ranked, query, thread_id, resource_id, config, hybrid)
+            ranked = yield from self._fuse(ranked, query, thread_id, resource_id, config, hybrid)
         return ranked[: config.top_k]
 
     def _fuse(
@@ -326,29 +371,34 @@ class SemanticRecall:
         resource_id: str | None,
         config: SemanticRecallConfig,
         hybrid: HybridConfig,
-    ) -> list[Hit]:
+    ) -> Steps[list[Hit]]:
         """Reciprocal rank fusion of the semantic hits and the storage's keyword hits.
 
         A keyword hit must pass the scope and the filter (checked on the metadata
         its vectors carry), and with a `threshold` it must also be a semantic hit:
         the threshold stays a floor on semantic similarity."""
         if resource_id is None:
-            thread = self.storage.get_thread(str(thread_id))
+            thread = yield from call(Storage.get_thread, str(thread_id))
             resource_id = thread.resource_id if thread else None
         if resource_id is None:
             return dense
         in_thread = thread_id if config.scope == "thread" else None
-        words = self.storage.search_words(
-            query, resource_id=resource_id, thread_id=in_thread, limit=hybrid.candidates
+        words = yield from call(
+            Storage.search_words,
+            query,
+            resource_id=resource_id,
+            thread_id=in_thread,
+            limit=hybrid.candidates,
         )
         semantic = {h.message_id: h for h in dense}
         if config.threshold is not None:
             words = [(i, score) for i, score in words if i in semantic]
-        messages = {m.id: m for m in self.storage.get_messages([i for i, _ in words])}
+        found = yield from call(Storage.get_messages, [i for i, _ in words])
+        messages = {m.id: m for m in found}
         if config.filter_node is not None:
-            threads = {
-                t: self.storage.get_thread(t) for t in {m.thread_id for m in messages.values()}
-            }
+            threads = {}
+            for t in {m.thread_id for m in messages.values()}:
+                threads[t] = yield from call(Storage.get_thread, t)
             messages = {
                 i: m
                 for i, m in messages.items()
@@ -391,12 +441,24 @@ class SemanticRecall:
         exclude: Collection[str] = frozenset(),
     ) -> Recalled:
         """Search, then fetch every hit's neighbours in one storage round trip. Raises."""
+        steps = self.recall_steps(query, thread_id, resource_id, config, exclude)
+        return run(steps, self._backends)
+
+    def recall_steps(
+        self,
+        query: str,
+        thread_id: str,
+        resource_id: str | None,
+        config: SemanticRecallConfig | None = None,
+        exclude: Collection[str] = frozenset(),
+    ) -> Steps[Recalled]:
         config = config or self.config.recall_or_default
-        hits = self.search(query, thread_id, resource_id, config)
+        hits = yield from self.search_steps(query, thread_id, resource_id, config)
         if not hits:
             return Recalled([], [])
         span = config.message_range
-        windows = self.storage.message_windows(
+        windows = yield from call(
+            Storage.message_windows,
             [Include(id=h.message_id, before=span.before, after=span.after) for h in hits],
             resource_id=resource_id,
         )
@@ -410,6 +472,11 @@ class SemanticRecall:
     ) -> list[Message]:
         """The input with recalled messages added: this thread's in chronological
         order, other threads' in one system message after the input's own."""
+        return run(self.merge_steps(messages, recalled, thread_id), self._backends)
+
+    def merge_steps(
+        self, messages: list[Message], recalled: list[Message], thread_id: str
+    ) -> Steps[list[Message]]:
         if not recalled:
             return messages
         same = [m for m in recalled if m.thread_id == thread_id]
@@ -417,11 +484,10 @@ class SemanticRecall:
         system = [m for m in messages if m.role == "system"]
         conversation = merge_chronologically([m for m in messages if m.role != "system"], same)
         if other:
-            threads = {
-                t: thread
-                for t in dict.fromkeys(m.thread_id for m in other)
-                if (thread := self.storage.get_thread(t)) is not None
-            }
+            threads = {}
+            for t in dict.fromkeys(m.thread_id for m in other):
+                if (thread := (yield from call(Storage.get_thread, t))) is not None:
+                    threads[t] = thread
             note = Message(
                 id=f"semantic-recall:{thread_id}",
                 thread_id=thread_id,
@@ -437,34 +503,49 @@ class SemanticRecall:
 
     def process_input(self, messages: list[Message], context: RequestContext) -> list[Message]:
         """Add what the last user message recalls. Fails open: errors are logged."""
+        return run(self.process_input_steps(messages, context), self._backends)
+
+    def process_input_steps(
+        self, messages: list[Message], context: RequestContext
+    ) -> Steps[list[Message]]:
         try:
-            return self.add_recalled(messages, context)
+            return (yield from self.add_recalled_steps(messages, context))
         except Exception:
             self.log.exception("semantic recall failed; the input goes on unchanged")
             return messages
 
     def add_recalled(self, messages: list[Message], context: RequestContext) -> list[Message]:
-        """`process_input`, raising instead of failing open (what `Memory.recall` runs)."""
+        """`process_input`, raising instead of failing open."""
+        return run(self.add_recalled_steps(messages, context), self._backends)
+
+    def add_recalled_steps(
+        self, messages: list[Message], context: RequestContext
+    ) -> Steps[list[Message]]:
         config = self.config.merged(context.config).semantic_recall
         query = next((m.text for m in reversed(messages) if m.role == "user"), "")
         if not config or not query.strip():
             return messages
         resource_id = context.resource_id
         if resource_id is None and config.scope == "resource":
-            thread = self.storage.get_thread(context.thread_id)
+            thread = yield from call(Storage.get_thread, context.thread_id)
             resource_id = thread.resource_id if thread else None
-        recalled = self.recall(
+        recalled = yield from self.recall_steps(
             query, context.thread_id, resource_id, config, exclude={m.id for m in messages}
         )
-        return self.merge(messages, recalled.messages, context.thread_id)
+        return (yield from self.merge_steps(messages, recalled.messages, context.thread_id))
 
     def process_output_result(
         self, messages: list[Message], context: RequestContext
     ) -> list[Message]:
         """Index the new messages (not those memory added). Failures are logged."""
+        return run(self.process_output_steps(messages, context), self._backends)
+
+    def process_output_steps(
+        self, messages: list[Message], context: RequestContext
+    ) -> Steps[list[Message]]:
         config = self.config.merged(context.config).semantic_recall
         if config:
-            self.index([m for m in messages if m.source is None], config)
+            yield from self.index_steps([m for m in messages if m.source is None], config)
         return messages
 
 

@@ -2,6 +2,7 @@
 
 from importlib.metadata import version as _version
 
+from recallstack.core.async_memory import AsyncMemory
 from recallstack.core.capabilities import Capabilities
 from recallstack.core.config import HybridConfig, MemoryConfig, MessageRange, SemanticRecallConfig
 from recallstack.core.embedder import Embedder, index_name
@@ -21,16 +22,16 @@ from recallstack.core.errors import (
 )
 from recallstack.core.filters import matches, parse_filter
 from recallstack.core.hookspecs import hookimpl
-from recallstack.core.memory import (
-    Memory,
+from recallstack.core.memory import Memory
+from recallstack.core.message_history import MessageHistory
+from recallstack.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from recallstack.core.operations import (
     RecallResult,
     ReindexResult,
     SaveResult,
     SearchHit,
     ThreadUpdateResult,
 )
-from recallstack.core.message_history import MessageHistory
-from recallstack.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from recallstack.core.processor import Processor, RequestContext
 from recallstack.core.records import Include, Page, Resource, Thread
 from recallstack.core.registry import Backend, ConformanceTarget, registry
@@ -42,6 +43,7 @@ from recallstack.core.vectors import IndexConfig, IndexStats, QueryResult
 __version__ = _version("recallstack")
 
 __all__ = [
+    "AsyncMemory",
     "Backend",
     "BackendError",
     "Capabilities",

@@ -1,0 +1,65 @@
+"""AsyncMemory driven from the synchronous cases, so that one parametrisation runs
+every Memory-level case through the async API as well."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from recallstack.core.async_memory import AsyncMemory
+from recallstack.core.processor import Processor
+
+
+class Awaited:
+    """An `AsyncMemory` whose coroutine methods are awaited on an event loop running in
+    another thread, each call waiting for its result; other attributes pass through."""
+
+    def __init__(self, memory: AsyncMemory, loop: asyncio.AbstractEventLoop) -> None:
+        self.memory = memory
+        self._loop = loop
+
+    @property
+    def processors(self) -> list[Processor]:
+        """The processors over the same stores, for cases comparing recall with them."""
+        semantic = self.memory.semantic
+        return [self.memory.history, *([semantic] if semantic else [])]
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.memory, name)
+        if not inspect.iscoroutinefunction(attr):
+            return attr
+
+        def awaited(*args: Any, **kwargs: Any) -> Any:
+            return asyncio.run_coroutine_threadsafe(attr(*args, **kwargs), self._loop).result()
+
+        return awaited
+
+    def close(self) -> None:
+        self.aclose()
+
+
+@contextmanager
+def loop_thread() -> Iterator[asyncio.AbstractEventLoop]:
+    """An event loop running in a daemon thread until the block ends."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="conformance-loop", daemon=True)
+    thread.start()
+    try:
+        yield loop
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.close()
+
+
+def memory_maker(api: str, loop: asyncio.AbstractEventLoop) -> Callable[..., Any]:
+    """`Memory`, or `AsyncMemory` behind `Awaited`, built from `Memory`'s arguments."""
+    from recallstack.core.memory import Memory
+
+    if api == "Memory":
+        return Memory
+    return lambda *args, **kwargs: Awaited(AsyncMemory(*args, **kwargs), loop)

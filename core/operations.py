@@ -1,0 +1,300 @@
+"""What a memory does, written once as steps (`core/calls.py`): `Memory` runs them on
+blocking backends and `AsyncMemory` awaits them, so both behave the same by construction."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from recallstack.core.calls import Steps, call
+from recallstack.core.config import MemoryConfig
+from recallstack.core.errors import InvalidInputError, NotFoundError
+from recallstack.core.inputs import check_id, check_ids
+from recallstack.core.message_history import MessageHistory
+from recallstack.core.messages import Message, utc_now
+from recallstack.core.metadata import normalize_metadata
+from recallstack.core.records import Resource, Thread, ThreadPage
+from recallstack.core.semantic_recall import Hit, Recalled, SemanticRecall
+from recallstack.core.storage import Storage
+
+
+@dataclass(frozen=True)
+class SaveResult:
+    """Messages are always saved; `not_indexed` lists those whose vectors failed."""
+
+    messages: list[Message]
+    indexed: list[str] = field(default_factory=list)
+    not_indexed: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ThreadUpdateResult:
+    """The updated thread; new metadata is re-copied into its messages' vectors, and
+    `not_indexed` lists the messages whose vectors failed (left for `reindex`)."""
+
+    thread: Thread
+    indexed: list[str] = field(default_factory=list)
+    not_indexed: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    """The history page and the recalled messages.
+
+    `messages`: all of them, chronological. `context`: what the processors
+    hand the model for the same turn (the same code builds it): messages of
+    other threads in one system message, then this thread's, chronological.
+    """
+
+    messages: list[Message]
+    context: list[Message]
+    hits: list[Hit]
+    total: int
+    page: int
+    per_page: int
+    has_more: bool
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """A message `Memory.search` found, and its score (higher is better, backends.md §3);
+    under hybrid recall the fused score, with each signal's own beside it."""
+
+    message: Message
+    score: float
+    dense_score: float | None = None
+    keyword_score: float | None = None
+
+
+@dataclass(frozen=True)
+class ReindexResult:
+    """How many messages were indexed and failed; the failures' ids and first error."""
+
+    indexed: int
+    failed: int
+    error: str | None = None
+    failed_ids: list[str] = field(default_factory=list)
+
+
+class Operations:
+    """The steps of every `Memory` method; the docstrings are on `Memory`."""
+
+    def __init__(
+        self, config: MemoryConfig, history: MessageHistory, semantic: SemanticRecall | None
+    ) -> None:
+        self.config = config
+        self.history = history
+        self.semantic = semantic
+
+    def _semantic(self) -> SemanticRecall:
+        if self.semantic is None:
+            raise InvalidInputError("this Memory has no embedder, so no semantic recall")
+        return self.semantic
+
+    # ---- resources ----------------------------------------------------------------
+
+    def get_resource(self, resource_id: str) -> Steps[Resource | None]:
+        return (yield from call(Storage.get_resource, resource_id))
+
+    def update_resource(self, resource_id: str, metadata: Mapping[str, Any]) -> Steps[Resource]:
+        existing = yield from call(Storage.get_resource, resource_id)
+        resource = (
+            existing.model_copy(update={"metadata": dict(metadata), "updated_at": utc_now()})
+            if existing is not None
+            else Resource(id=resource_id, metadata=dict(metadata))
+        )
+        return (yield from call(Storage.save_resource, resource))
+
+    # ---- threads ----------------------------------------------------------------
+
+    def create_thread(
+        self,
+        resource_id: str,
+        thread_id: str | None,
+        title: str | None,
+        metadata: Mapping[str, Any] | None,
+    ) -> Steps[Thread]:
+        clean = normalize_metadata(metadata, "thread metadata")
+        thread = Thread(
+            id=thread_id or str(uuid.uuid4()), resource_id=resource_id, title=title, metadata=clean
+        )
+        return (yield from call(Storage.save_thread, thread))
+
+    def get_thread(self, thread_id: str) -> Steps[Thread | None]:
+        return (yield from call(Storage.get_thread, thread_id))
+
+    def list_threads(self, resource_id: str, paging: Mapping[str, Any]) -> Steps[ThreadPage]:
+        return (yield from call(Storage.list_threads, resource_id, **paging))
+
+    def update_thread(
+        self, thread_id: str, title: str | None, metadata: Mapping[str, Any] | None
+    ) -> Steps[ThreadUpdateResult]:
+        clean = None if metadata is None else normalize_metadata(metadata, "thread metadata")
+        if clean is None or self.semantic is None:
+            updated = yield from call(Storage.update_thread, thread_id, title=title, metadata=clean)
+            return ThreadUpdateResult(updated)
+        yield from call(Storage.forget_indexed, thread_id=thread_id)
+        thread = yield from call(Storage.update_thread, thread_id, title=title, metadata=clean)
+        messages = (yield from call(Storage.list_messages, thread_id)).items
+        report = yield from self.semantic.index_steps(
+            messages, self.config.recall_or_default, threads={thread.id: thread}
+        )
+        return ThreadUpdateResult(thread, report.indexed, report.failed, report.error)
+
+    def delete_thread(self, thread_id: str) -> Steps[None]:
+        names = yield from self._index_names()  # read before the ledger records go
+        yield from call(Storage.forget_indexed, thread_id=thread_id)
+        if self.semantic is not None:
+            yield from self.semantic.delete_vectors_steps(names, thread_id=thread_id)
+        yield from call(Storage.delete_thread, thread_id)
+
+    def _index_names(self) -> Steps[list[str]]:
+        if self.semantic is None:
+            return []
+        return (yield from self.semantic.index_names_steps())
+
+    # ---- messages ----------------------------------------------------------------
+
+    def save_messages(
+        self, messages: Sequence[Message], thread_config: Mapping[str, Any] | None
+    ) -> Steps[SaveResult]:
+        recall = self.config.merged(thread_config).semantic_recall
+        if not recall or self.semantic is None:
+            return SaveResult((yield from call(Storage.save_messages, messages)))
+        saved = yield from call(Storage.upsert_messages, messages)
+        if not saved.messages:
+            return SaveResult([])
+        # a message saved for the first time has no vectors to replace: its save
+        # deletes nothing, which keeps every backend's write to an upsert
+        new = [m.id for m in saved.messages if m.id not in saved.existing]
+        report = yield from self.semantic.index_steps(
+            saved.messages, recall, new=new, threads=saved.threads
+        )
+        return SaveResult(saved.messages, report.indexed, report.failed, report.error)
+
+    def update_messages(
+        self, messages: Sequence[Message], thread_config: Mapping[str, Any] | None
+    ) -> Steps[SaveResult]:
+        known = {m.id for m in (yield from call(Storage.get_messages, [m.id for m in messages]))}
+        missing = [m.id for m in messages if m.id not in known]
+        if missing:
+            raise NotFoundError(f"update_messages: no messages with ids {missing}")
+        return (yield from self.save_messages(messages, thread_config))
+
+    def delete_messages(self, ids: Sequence[str]) -> Steps[None]:
+        if not ids:
+            return
+        names = yield from self._index_names()  # in the order of delete_thread, for its reason
+        yield from call(Storage.forget_indexed, ids)
+        if self.semantic is not None:
+            yield from self.semantic.delete_vectors_steps(names, check_ids(ids, "ids"))
+        yield from call(Storage.delete_messages, ids)
+
+    # ---- recall ------------------------------------------------------------------
+
+    def recall(
+        self,
+        thread_id: str,
+        resource_id: str | None,
+        vector_search_string: str | None,
+        per_page: int | None,
+        page: int,
+        thread_config: Mapping[str, Any] | None,
+    ) -> Steps[RecallResult]:
+        config = self.config.merged(thread_config)
+        if resource_id is not None:
+            check_id(resource_id, "resource_id")
+        thread = yield from call(Storage.get_thread, thread_id)
+        if thread is not None:
+            if resource_id not in (None, thread.resource_id):
+                raise InvalidInputError(
+                    f"thread {thread_id!r} belongs to another resource than {resource_id!r}"
+                )
+            resource_id = thread.resource_id
+        size = per_page if per_page is not None else (config.last_messages or 0)
+        history = yield from self.history.recent_steps(thread_id, resource_id, size, page)
+        recalled = Recalled([], [])
+        context = history.items
+        if vector_search_string and config.semantic_recall:
+            semantic = self._semantic()
+            recalled = yield from semantic.recall_steps(
+                vector_search_string,
+                thread_id,
+                resource_id,
+                config.semantic_recall,
+                exclude={m.id for m in history.items},
+            )
+            context = yield from semantic.merge_steps(history.items, recalled.messages, thread_id)
+        return RecallResult(
+            messages=sorted([*history.items, *recalled.messages], key=lambda m: m.sort_key),
+            context=context,
+            hits=recalled.hits,
+            total=history.total,
+            page=page,
+            per_page=size,
+            has_more=history.has_more,
+        )
+
+    def search(
+        self,
+        resource_id: str,
+        query: str,
+        top_k: int | None,
+        filter: Mapping[str, Any] | None,
+        threshold: float | None,
+        thread_id: str | None,
+    ) -> Steps[list[SearchHit]]:
+        check_id(resource_id, "resource_id")
+        semantic = self._semantic()
+        if thread_id is not None:
+            thread = yield from call(Storage.get_thread, thread_id)
+            if thread is None or thread.resource_id != resource_id:
+                raise NotFoundError(f"resource {resource_id!r} has no thread {thread_id!r}")
+        given = {"top_k": top_k, "filter": filter, "threshold": threshold}
+        changes = {key: value for key, value in given.items() if value is not None}
+        scope = "resource" if thread_id is None else "thread"
+        config = self.config.merged({"semantic_recall": {**changes, "scope": scope}})
+        hits = yield from semantic.search_steps(
+            query, thread_id, resource_id, config.recall_or_default
+        )
+        messages = yield from call(Storage.get_messages, [h.message_id for h in hits])
+        found = {m.id: m for m in messages}
+        return [
+            SearchHit(found[h.message_id], h.score, h.dense_score, h.keyword_score)
+            for h in hits
+            if h.message_id in found and found[h.message_id].resource_id == resource_id
+        ]
+
+    def reindex(
+        self, batch_size: int, progress: Callable[[int, int], None] | None
+    ) -> Steps[ReindexResult]:
+        semantic = self._semantic()
+        config = self.config.recall_or_default
+        name = semantic.index_name(config)
+        total = (yield from call(Storage.count_unindexed, name)) if progress is not None else 0
+        done = 0
+        failed: list[str] = []
+        error: str | None = None
+        cursor: Message | None = None
+        while batch := (yield from call(Storage.unindexed, name, limit=batch_size, after=cursor)):
+            cursor = batch[-1]
+            report = yield from semantic.index_steps(batch, config)
+            done += len(report.indexed)
+            failed += report.refused
+            error = error or report.error
+            retry = set(report.failed) - set(report.refused)
+            singles = []
+            for m in batch:
+                if m.id in retry:
+                    singles.append((yield from semantic.index_steps([m], config)))
+            done += sum(len(r.indexed) for r in singles)
+            failed += [i for r in singles for i in r.failed]
+            if progress is not None:
+                progress(done + len(failed), total)
+            if singles and all(r.failed and not r.refused for r in singles):
+                break
+        return ReindexResult(done, len(failed), error, failed)
