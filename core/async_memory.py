@@ -1,11 +1,12 @@
 """AsyncMemory: `Memory` for asyncio, with the same methods awaited and the same behaviour.
 
 Both run the same steps (`core/operations.py`); only how a backend call is made
-differs. Every backend call here runs in a worker thread (`asyncio.to_thread`),
-so the event loop goes on while a driver or the local model works. That is
-the design for LibSQL, `memory://` and the local model, whose drivers have no
-asynchronous API; the backends whose drivers have one run the same way until
-their native adapters land (docs/async.md).
+differs. Storage and vector store calls run in a worker thread
+(`asyncio.to_thread`), so the event loop goes on while a driver works: the
+design for LibSQL and `memory://`, whose drivers have no asynchronous API;
+the backends whose drivers have one run the same way until their native
+adapters land (docs/async.md). Embedding awaits `Embedder.aembed`: an
+`httpx.AsyncClient` for `openai/...`, a worker thread for a local model.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from recallstack.core.calls import arun
 from recallstack.core.config import MemoryConfig
 from recallstack.core.embedder import Embedder
+from recallstack.core.embedding_cache import CachedEmbedder
 from recallstack.core.memory import Memory, backends_from_env
 from recallstack.core.messages import Message
 from recallstack.core.operations import (
@@ -73,7 +75,12 @@ class AsyncMemory:
         self.history = memory.history
         self.semantic = memory.semantic
         self._ops = Operations(memory.config, memory.history, memory.semantic)
-        self._backends = {name: InWorkerThread(b) for name, b in memory._backends.items()}
+        self._backends: dict[str, object] = {
+            name: InWorkerThread(b) for name, b in memory._backends.items()
+        }
+        if memory.semantic is not None:  # the embedder awaits its model: see Embedder.aembed
+            self._backends["CachedEmbedder"] = _AwaitedCache(memory.semantic.embedder)
+        self._built_embedder = memory.semantic is not None and not isinstance(embedder, Embedder)
 
     @classmethod
     def from_env(
@@ -105,6 +112,10 @@ class AsyncMemory:
         opened, self._opened = self._opened, []
         for store in reversed(opened):
             await asyncio.to_thread(store.close)
+        close = getattr(self.semantic.embedder.embedder, "aclose", None) if self.semantic else None
+        if self._built_embedder and close is not None:
+            self._built_embedder = False
+            await close()
 
     # ---- resources ----------------------------------------------------------------
 
@@ -199,3 +210,10 @@ class AsyncMemory:
     ) -> ReindexResult:
         """`Memory.reindex`; `progress` is called on the event loop."""
         return await arun(self._ops.reindex(batch_size, progress), self._backends)
+
+
+class _AwaitedCache:
+    """The memory's embedding cache, whose `embed` is awaited."""
+
+    def __init__(self, cache: CachedEmbedder) -> None:
+        self.embed = cache.aembed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -29,6 +30,12 @@ class Embedder(ABC):
         Raises `EmbeddingRefusedError` when some inputs could not be embedded
         (over the limit, refused by a server): the others' vectors come with it.
         """
+
+    async def aembed(self, texts: Sequence[str]) -> Matrix:
+        """`embed`, awaited. This default runs it in a worker thread, where a local
+        model's computation leaves the event loop free; an embedder with an
+        asynchronous client (`openai/...`) overrides it."""
+        return await asyncio.to_thread(self.embed, texts)
 
     def token_offsets(self, text: str) -> Sequence[int]:
         """The character offset where each of the text's tokens starts, as the model counts.

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from recallstack.core.batching import batched
+from recallstack.core.calls import Steps, arun, call, run
 from recallstack.core.embedder import Embedder
 from recallstack.core.errors import BackendError, EmbeddingRefusedError
 from recallstack.core.scores import Matrix
@@ -35,6 +36,13 @@ class CachedEmbedder:
     def embed(self, texts: Sequence[str]) -> Matrix:
         """Vectors for the texts; raises `EmbeddingRefusedError` (positions in `texts`)
         when the embedder refused some, after caching the others."""
+        return run(self._embed(texts), {"Embedder": self.embedder})
+
+    async def aembed(self, texts: Sequence[str]) -> Matrix:
+        """`embed`, awaiting the embedder's `aembed`."""
+        return await arun(self._embed(texts), {"Embedder": _Awaited(self.embedder)})
+
+    def _embed(self, texts: Sequence[str]) -> Steps[Matrix]:
         keys = [self._key(t) for t in texts]
         found: dict[tuple[str, bytes], Matrix] = {}
         with self._lock:
@@ -46,7 +54,8 @@ class CachedEmbedder:
         refused: dict[tuple[str, bytes], str] = {}
         for batch in batched(missing, max(1, self.embedder.batch_size)):
             try:
-                vectors = self._call(batch)
+                self.calls += 1
+                vectors = self._checked(batch, (yield from call(Embedder.embed, batch)))
             except EmbeddingRefusedError as exc:
                 vectors = self._checked(batch, exc.vectors)
                 refused.update({self._key(batch[i]): why for i, why in exc.refused.items()})
@@ -66,10 +75,6 @@ class CachedEmbedder:
             raise EmbeddingRefusedError(positions, matrix)
         return matrix
 
-    def _call(self, batch: list[str]) -> Matrix:
-        self.calls += 1
-        return self._checked(batch, self.embedder.embed(batch))
-
     def _checked(self, batch: list[str], vectors: Matrix) -> Matrix:
         vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.shape != (len(batch), self.embedder.dimension):
@@ -78,3 +83,10 @@ class CachedEmbedder:
                 f"for {len(batch)} texts, expected dimension {self.embedder.dimension}"
             )
         return vectors
+
+
+class _Awaited:
+    """An embedder whose `embed` is its `aembed`, for `arun`."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embed = embedder.aembed

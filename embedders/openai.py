@@ -15,16 +15,18 @@ unless `tokenizer=` names a tiktoken encoding.
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import os
 import random
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from recallstack.core.calls import Steps, arun, call, run
 from recallstack.core.embedder import Embedder
 from recallstack.core.errors import (
     BackendError,
@@ -33,6 +35,9 @@ from recallstack.core.errors import (
     MissingDependencyError,
 )
 from recallstack.core.scores import Matrix
+
+if TYPE_CHECKING:
+    import httpx
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 KNOWN_MODELS = {
@@ -49,7 +54,22 @@ REFUSALS = frozenset({400, 413, 422})
 """Answers that blame the request's inputs: the request is split to find the culprit."""
 
 
+class Pause:
+    """The wait between retries: blocking here, awaited in `AsyncPause`."""
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+class AsyncPause:
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
 class OpenAIEmbedder(Embedder):
+    """`embed` posts with an `httpx.Client`; `aembed` with an `httpx.AsyncClient`, made on
+    first use. Both run the same steps (requests, splitting, retries)."""
+
     def __init__(
         self,
         model: str,
@@ -91,24 +111,46 @@ class OpenAIEmbedder(Embedder):
                 f"max_input ({self.max_input})"
             )
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
+        self._client_options: dict[str, Any] = {
+            "base_url": self.base_url,
+            "headers": headers,
+            "timeout": timeout,
+        }
+        self._client = httpx.Client(**self._client_options)
+        self._async_client: httpx.AsyncClient | None = None
         self._dimensions = dimensions
         self.dimension = dimensions or KNOWN_MODELS.get(model) or self._probe()
 
     def _probe(self) -> int:
         """Ask the server once, for models whose size we do not know."""
-        return int(self._request(["dimension probe"]).shape[1])
+        return int(run(self._request(["dimension probe"]), self._blocking).shape[1])
 
     def token_offsets(self, text: str) -> Sequence[int]:
         return self._offsets(text) if self._offsets else super().token_offsets(text)
 
+    @property
+    def _blocking(self) -> dict[str, object]:
+        return {"Client": self._client, "Pause": Pause()}
+
     def embed(self, texts: Sequence[str]) -> Matrix:
+        return run(self._embed(texts), self._blocking)
+
+    async def aembed(self, texts: Sequence[str]) -> Matrix:
+        """`embed` on the event loop, through an `httpx.AsyncClient`."""
+        import httpx
+
+        if self._async_client is None:
+            self._async_client = httpx.AsyncClient(**self._client_options)
+        backends = {"Client": self._async_client, "Pause": AsyncPause()}
+        return await arun(self._embed(texts), backends)
+
+    def _embed(self, texts: Sequence[str]) -> Steps[Matrix]:
         vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
         counts = self.token_counts(texts)
         refused = self.over_limit(counts)
         sizes = {i: n for i, n in enumerate(counts) if i not in refused}
         for request in self._requests(sizes):
-            refused |= self._embed_into(vectors, texts, request)
+            refused |= yield from self._embed_into(vectors, texts, request)
         if refused:
             raise EmbeddingRefusedError(refused, vectors)
         return vectors
@@ -129,11 +171,11 @@ class OpenAIEmbedder(Embedder):
 
     def _embed_into(
         self, vectors: Matrix, texts: Sequence[str], request: list[int]
-    ) -> dict[int, str]:
+    ) -> Steps[dict[int, str]]:
         """Embed one request's inputs into `vectors`; a refused request is halved until
         the refused inputs stand alone. Returns those, with the server's reason."""
         try:
-            got = self._request([texts[i] for i in request])
+            got = yield from self._request([texts[i] for i in request])
         except _Refused as exc:
             if len(request) == 1:
                 return {request[0]: exc.reason}
@@ -145,15 +187,14 @@ class OpenAIEmbedder(Embedder):
             vectors[request] = got
             return {}
         half = len(request) // 2
-        return self._embed_into(vectors, texts, request[:half]) | self._embed_into(
-            vectors, texts, request[half:]
-        )
+        first = yield from self._embed_into(vectors, texts, request[:half])
+        return first | (yield from self._embed_into(vectors, texts, request[half:]))
 
-    def _request(self, texts: list[str]) -> Matrix:
+    def _request(self, texts: list[str]) -> Steps[Matrix]:
         payload: dict[str, Any] = {"model": self.model_id, "input": texts}
         if self._dimensions is not None:
             payload["dimensions"] = self._dimensions
-        body = self._post(payload)
+        body = yield from self._post(payload)
         try:
             rows = sorted(body["data"], key=lambda row: row["index"])
             vectors = np.asarray([row["embedding"] for row in rows], dtype=np.float32)
@@ -165,13 +206,13 @@ class OpenAIEmbedder(Embedder):
             )
         return vectors
 
-    def _post(self, payload: dict[str, Any]) -> Any:
+    def _post(self, payload: dict[str, Any]) -> Steps[Any]:
         import httpx
 
         deadline = time.monotonic() + self.max_retry_time
         for attempt in range(self.max_retries + 1):
             try:
-                response = self._client.post("/embeddings", json=payload)
+                response = yield from call(httpx.Client.post, "/embeddings", json=payload)
             except httpx.TransportError as exc:
                 failure, wait = f"{exc!r}", None
             else:
@@ -191,11 +232,17 @@ class OpenAIEmbedder(Embedder):
                     f"{self.base_url}: {failure}, given up after {attempt + 1} attempts "
                     f"(max_retries={self.max_retries}, max_retry_time={self.max_retry_time}s)"
                 )
-            time.sleep(wait)
+            yield from call(Pause.sleep, wait)
         raise AssertionError("unreachable")
 
     def close(self) -> None:
         self._client.close()
+
+    async def aclose(self) -> None:
+        """Close the asynchronous client (`close()` closes the blocking one)."""
+        if self._async_client is not None:
+            await self._async_client.aclose()
+            self._async_client = None
 
 
 class _Refused(Exception):

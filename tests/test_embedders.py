@@ -370,3 +370,67 @@ def test_hash_embedder_is_deterministic_and_lexical() -> None:
     assert np.linalg.norm(embedder.embed([""])[0]) == pytest.approx(1.0)
     with pytest.raises(InvalidInputError):
         registry().embedder("hash/abc")
+
+
+# ---- awaited: the same steps through httpx.AsyncClient -------------------------------
+
+
+@pytest.fixture
+def no_blocking_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any request through a blocking httpx.Client fails from here on."""
+    import httpx
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a blocking httpx.Client was used")
+
+    monkeypatch.setattr(httpx.Client, "send", refuse)
+
+
+def test_aembed_posts_through_an_async_client(
+    server: EmbeddingServer, local: LocalEmbedder, no_blocking_client: None
+) -> None:
+    import asyncio
+
+    embedder = client(server, dimensions=384, batch_size=3)
+    texts = [f"sentence number {i}" for i in range(7)]
+    texts[4] = f"this one {REFUSED_MARK}"
+    server.script = [429, 500]
+
+    async def main() -> EmbeddingRefusedError:
+        try:
+            with pytest.raises(EmbeddingRefusedError) as caught:
+                await embedder.aembed(texts)
+            return caught.value
+        finally:
+            await embedder.aclose()
+
+    refused = asyncio.run(main())
+    assert list(refused.refused) == [4]  # split until the refused input stood alone
+    kept = [t for i, t in enumerate(texts) if i != 4]
+    assert np.allclose(np.delete(refused.vectors, 4, axis=0), local.embed(kept), atol=1e-5)
+    assert server.requests[0] == server.requests[2]  # the 429 and the 500 were retried
+
+
+def test_async_memory_over_the_http_embedder(
+    server: EmbeddingServer, no_blocking_client: None
+) -> None:
+    import asyncio
+
+    from recallstack.core.async_memory import AsyncMemory
+
+    async def main() -> list[str]:
+        async with AsyncMemory(
+            "memory://", "memory://", client(server, dimensions=384), {"semantic_recall": True}
+        ) as memory:
+            await memory.create_thread("ada", thread_id="t")
+            await memory.save_messages(
+                [
+                    Message(id="a", thread_id="t", role="user", content="I adopted a kitten, Miso"),
+                    Message(id="b", thread_id="t", role="user", content="The tax form is due"),
+                ]
+            )
+            recalled = await memory.recall("t", vector_search_string="what is my cat called?")
+            return [h.message_id for h in recalled.hits]
+
+    assert asyncio.run(main())[0] == "a"
+    assert len(server.requests) == 2  # the save's batch and the query, both awaited
