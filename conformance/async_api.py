@@ -11,25 +11,24 @@ from contextlib import contextmanager
 from typing import Any
 
 from recallstack.core.async_memory import AsyncMemory
-from recallstack.core.processor import Processor
 
 
 class Awaited:
-    """An `AsyncMemory` whose coroutine methods are awaited on an event loop running in
-    another thread, each call waiting for its result; other attributes pass through."""
+    """An `AsyncMemory` (or one of its processors) whose coroutine methods are awaited
+    on an event loop running in another thread, each call waiting for its result;
+    other attributes pass through."""
 
-    def __init__(self, memory: AsyncMemory, loop: asyncio.AbstractEventLoop) -> None:
-        self.memory = memory
+    def __init__(self, target: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self.target = target
         self._loop = loop
 
     @property
-    def processors(self) -> list[Processor]:
-        """The processors over the same stores, for cases comparing recall with them."""
-        semantic = self.memory.semantic
-        return [self.memory.history, *([semantic] if semantic else [])]
+    def processors(self) -> list[Awaited]:
+        """`AsyncMemory.processors`, each awaited the same way."""
+        return [Awaited(p, self._loop) for p in self.target.processors]
 
     def __getattr__(self, name: str) -> Any:
-        attr = getattr(self.memory, name)
+        attr = getattr(self.target, name)
         if not inspect.iscoroutinefunction(attr):
             return attr
 
@@ -37,9 +36,6 @@ class Awaited:
             return asyncio.run_coroutine_threadsafe(attr(*args, **kwargs), self._loop).result()
 
         return awaited
-
-    def close(self) -> None:
-        self.aclose()
 
 
 @contextmanager

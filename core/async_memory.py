@@ -22,6 +22,7 @@ from recallstack.core.config import MemoryConfig
 from recallstack.core.embedder import Embedder
 from recallstack.core.embedding_cache import CachedEmbedder
 from recallstack.core.memory import Memory, backends_from_env
+from recallstack.core.message_history import MessageHistory
 from recallstack.core.messages import Message
 from recallstack.core.operations import (
     Operations,
@@ -31,7 +32,9 @@ from recallstack.core.operations import (
     SearchHit,
     ThreadUpdateResult,
 )
+from recallstack.core.processor import RequestContext
 from recallstack.core.records import Resource, Thread, ThreadPage
+from recallstack.core.semantic_recall import SemanticRecall
 from recallstack.core.storage import Storage
 from recallstack.core.vector_store import VectorStore
 
@@ -91,6 +94,14 @@ class AsyncMemory:
     ) -> AsyncMemory:
         """A memory on the backends the environment names, as `Memory.from_env()`."""
         return cls(*backends_from_env(), options, logger=logger)
+
+    @property
+    def processors(self) -> list[AwaitedProcessor]:
+        """The processors of an agent loop, as `Memory.processors`, awaited."""
+        built: list[MessageHistory | SemanticRecall] = [self.history]
+        if self.semantic is not None:
+            built.append(self.semantic)
+        return [AwaitedProcessor(p, self._backends) for p in built]
 
     async def __aenter__(self) -> AsyncMemory:
         return self
@@ -210,6 +221,33 @@ class AsyncMemory:
     ) -> ReindexResult:
         """`Memory.reindex`; `progress` is called on the event loop."""
         return await arun(self._ops.reindex(batch_size, progress), self._backends)
+
+
+class AwaitedProcessor:
+    """A built-in processor whose methods are awaited: the same steps, over
+    `AsyncMemory`'s backends."""
+
+    def __init__(
+        self, processor: MessageHistory | SemanticRecall, backends: Mapping[str, object]
+    ) -> None:
+        self.id = processor.id
+        self.name = processor.name
+        self._processor = processor
+        self._backends = backends
+
+    async def process_input(
+        self, messages: list[Message], context: RequestContext
+    ) -> list[Message]:
+        """`process_input` of the processor, awaited."""
+        steps = self._processor.process_input_steps(messages, context)
+        return await arun(steps, self._backends)
+
+    async def process_output_result(
+        self, messages: list[Message], context: RequestContext
+    ) -> list[Message]:
+        """`process_output_result` of the processor, awaited."""
+        steps = self._processor.process_output_steps(messages, context)
+        return await arun(steps, self._backends)
 
 
 class _AwaitedCache:

@@ -97,6 +97,47 @@ def test_async_memory_answers_as_memory_does(backend: str, tmp_path: Path) -> No
     assert expected[-2] is None and expected[3]  # the script did delete and recall something
 
 
+def test_awaited_processors_hand_the_model_what_memory_s_do(tmp_path: Path) -> None:
+    from recallstack import RequestContext
+
+    def question(n: int) -> Message:
+        text = f"tell me about {TOPICS[n % 5]}"
+        return Message(id=f"q{n}", thread_id="today", role="user", content=text)
+
+    def reply(n: int) -> Message:
+        return Message(id=f"r{n}", thread_id="today", role="assistant", content=f"answer {n}")
+
+    context = RequestContext("today", "maya")
+    seen_sync: list[list[str]] = []
+    with Memory("memory://", "memory://", "hash/32", RECALL) as memory:
+        memory.create_thread("maya", thread_id="a")
+        memory.save_messages(turns("a", 12))
+        for n in range(3):
+            messages = [question(n)]
+            for processor in memory.processors:
+                messages = processor.process_input(messages, context)
+            seen_sync.append([m.content if m.role == "system" else m.id for m in messages])
+            for processor in memory.processors:
+                processor.process_output_result([*messages, reply(n)], context)
+
+    async def main() -> list[list[str]]:
+        seen: list[list[str]] = []
+        async with AsyncMemory("memory://", "memory://", "hash/32", RECALL) as memory:
+            await memory.create_thread("maya", thread_id="a")
+            await memory.save_messages(turns("a", 12))
+            for n in range(3):
+                messages = [question(n)]
+                for processor in memory.processors:
+                    messages = await processor.process_input(messages, context)
+                seen.append([m.content if m.role == "system" else m.id for m in messages])
+                for processor in memory.processors:
+                    await processor.process_output_result([*messages, reply(n)], context)
+        return seen
+
+    assert asyncio.run(main()) == seen_sync
+    assert "q0" in seen_sync[1] and len(seen_sync[2]) > 2  # history and recall both added
+
+
 def test_async_memory_raises_the_same_errors() -> None:
     async def main() -> None:
         async with AsyncMemory("memory://", "memory://", "hash/8", RECALL) as memory:
