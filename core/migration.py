@@ -2,8 +2,8 @@
 from one store to another directly, resumable and verified.
 
 A dump holds one record a line: `{"type": "resource" | "thread" | "message",
-"data": {...}}`, each resource before its first thread and each thread before
-its messages, threads in id order. Vectors are not exported: the importing
+"data": {...}}`: every resource first (those that own no thread included),
+then each thread before its messages, both in id order. Vectors are not exported: the importing
 memory embeds the messages with its own embedder, so a dump moves between
 models as well as between backends. `migrate` copies the vectors instead
 when both memories index with the same model.
@@ -58,15 +58,19 @@ def messages_of(storage: Storage, thread_id: str) -> Iterator[list[Message]]:
         page += 1
 
 
+def resources_of(storage: Storage) -> Iterator[Resource]:
+    """Every resource record of the store, in id order."""
+    after = None
+    while page := storage.all_resources(after=after, limit=PAGE):
+        yield from page
+        after = page[-1].id
+
+
 def records(storage: Storage) -> Iterator[Record]:
     """What a dump holds, in its order."""
-    seen: set[str] = set()
+    for resource in resources_of(storage):
+        yield "resource", resource
     for thread in threads_of(storage):
-        if thread.resource_id not in seen:
-            seen.add(thread.resource_id)
-            resource = storage.get_resource(thread.resource_id)
-            if resource is not None:
-                yield "resource", resource
         yield "thread", thread
         for batch in messages_of(storage, thread.id):
             for message in batch:
@@ -180,19 +184,15 @@ def migrate(source: Memory, target: Memory, progress: Progress | None = None) ->
     sizes = sizes_of(source.storage)
     result = Migration(threads=len(sizes), messages=sum(sizes.values()))
     done = reported = 0
-    seen: set[str] = set()
     vectors = VectorSource.of(source, target)
+    for resource in resources_of(source.storage):
+        target.storage.save_resource(resource)
     for thread in threads_of(source.storage):
         size = sizes.get(thread.id, 0)
         there = target.storage.get_thread(thread.id)
         if there is not None and target.storage.list_messages(thread.id, per_page=0).total == size:
             done += size
             continue
-        if thread.resource_id not in seen:
-            seen.add(thread.resource_id)
-            resource = source.storage.get_resource(thread.resource_id)
-            if resource is not None:
-                target.storage.save_resource(resource)
         target.storage.save_thread(thread)
         for batch in messages_of(source.storage, thread.id):
             known, complete = vectors.chunks(batch) if vectors is not None else ({}, set())

@@ -121,6 +121,16 @@ class Storage(ABC):
             raise InvalidInputError(f"limit must be a positive integer, not {limit!r}")
         return self._all_threads(after, limit)
 
+    def all_resources(self, *, after: str | None = None, limit: int = 1000) -> list[Resource]:
+        """Every resource record, by id (code-point order), the first `limit` past
+        `after`, those that own no thread included: for export and migration, like
+        `all_threads`."""
+        if after is not None:
+            check_id(after, "after")
+        if not is_positive_int(limit):
+            raise InvalidInputError(f"limit must be a positive integer, not {limit!r}")
+        return self._all_resources(after, limit)
+
     # ---- messages -------------------------------------------------------------
 
     def save_messages(self, messages: Sequence[Message]) -> list[Message]:
@@ -323,6 +333,9 @@ class Storage(ABC):
 
     @abstractmethod
     def _all_threads(self, after: str | None, limit: int) -> list[Thread]: ...
+
+    @abstractmethod
+    def _all_resources(self, after: str | None, limit: int) -> list[Resource]: ...
 
     @abstractmethod
     def _list_threads(

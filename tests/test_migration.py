@@ -25,10 +25,11 @@ T0 = datetime(2024, 5, 1, tzinfo=UTC)
 
 
 def fill(url: str, threads: int, per_thread: int) -> None:
-    """`threads` threads over ten resources, `per_thread` messages each, and one
-    resource's working metadata."""
+    """`threads` threads over ten resources, `per_thread` messages each, one
+    resource's working metadata, and a resource that owns no thread."""
     with Memory(url, url, EMBEDDER, {"semantic_recall": True}) as memory:
         memory.storage.save_resource(Resource(id="user0", metadata={"name": "Ada"}))
+        memory.storage.save_resource(Resource(id="lurker", metadata={"threads": 0}))
         for t in range(threads):
             memory.create_thread(f"user{t % 10}", thread_id=f"t{t:05d}", title=f"chat {t}")
             memory.save_messages(
@@ -57,7 +58,9 @@ def test_export_then_import_gives_the_same_memory(tmp_path: Path) -> None:
     fill(source, threads=12, per_thread=7)
     lines = dump(source)
     assert [line["type"] for line in lines].count("message") == 84
-    assert lines[0] == {"type": "resource", "data": lines[0]["data"]}  # before its threads
+    kinds = [line["type"] for line in lines]
+    assert kinds[:2] == ["resource", "resource"] and "resource" not in kinds[2:]  # first
+    assert [line["data"]["id"] for line in lines[:2]] == ["lurker", "user0"]  # type: ignore[index]
     (tmp_path / "dump.jsonl").write_text("\n".join(json.dumps(line) for line in lines))
     options = ["--storage", target, "--vector", target, "--embedder", EMBEDDER, "--quiet"]
     result = CliRunner().invoke(main, ["import", *options, str(tmp_path / "dump.jsonl")])
@@ -113,6 +116,7 @@ def test_migrate_to_postgres_killed_midway_then_resumed(tmp_path: Path, pg_url: 
     with Memory(pg_url, pg_url, EMBEDDER, {"semantic_recall": True}) as memory:
         assert sizes_of(memory.storage) == {f"t{t:05d}": 10 for t in range(1_000)}
         assert memory.storage.get_resource("user0").metadata == {"name": "Ada"}  # type: ignore[union-attr]
+        assert memory.storage.get_resource("lurker").metadata == {"threads": 0}  # type: ignore[union-attr]
         assert memory.reindex().indexed == 0  # every message has its vectors
 
 

@@ -162,6 +162,16 @@ def _count(db: Database, deltas: list[tuple[str | None, int, int]]) -> None:
 MIGRATIONS = [_v1, _v2, _v3, _v4]
 
 
+def _resource(row: tuple[Any, ...]) -> Resource:
+    id_, metadata, created, updated = row
+    return Resource(
+        id=id_,
+        metadata=json.loads(metadata),
+        created_at=from_us(created),
+        updated_at=from_us(updated),
+    )
+
+
 def _thread(row: tuple[Any, ...]) -> Thread:
     return Thread(
         id=row[0],
@@ -203,15 +213,15 @@ class LibSQLStorage(Storage):
             "SELECT id, metadata, created_at, updated_at FROM recallstack_resources WHERE id = ?",
             (resource_id,),
         )
-        if not rows:
-            return None
-        id_, metadata, created, updated = rows[0]
-        return Resource(
-            id=id_,
-            metadata=json.loads(metadata),
-            created_at=from_us(created),
-            updated_at=from_us(updated),
+        return _resource(rows[0]) if rows else None
+
+    def _all_resources(self, after: str | None, limit: int) -> list[Resource]:
+        rows = self.db.query(
+            "SELECT id, metadata, created_at, updated_at FROM recallstack_resources "
+            "WHERE ? IS NULL OR id > ? ORDER BY id LIMIT ?",
+            (after, after, limit),
         )
+        return [_resource(r) for r in rows]
 
     def _save_resource(self, resource: Resource) -> Resource:
         self.db.query(

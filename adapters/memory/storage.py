@@ -38,6 +38,11 @@ class InMemoryStorage(Storage):
         self._resources[resource.id] = resource
         return resource
 
+    def _all_resources(self, after: str | None, limit: int) -> list[Resource]:
+        with self._lock:
+            ids = sorted(i for i in self._resources if after is None or i > after)[:limit]
+            return [self._resources[i] for i in ids]
+
     def _save_thread(self, thread: Thread) -> Thread:
         self._threads[thread.id] = thread
         return thread

@@ -68,6 +68,15 @@ def _thread_document(thread: Thread) -> dict[str, Any]:
     }
 
 
+def _resource(document: dict[str, Any]) -> Resource:
+    return Resource(
+        id=document["_id"],
+        metadata=json.loads(document["metadata"]),
+        created_at=_datetime(document["created"]),
+        updated_at=_datetime(document["updated"]),
+    )
+
+
 def _thread(document: dict[str, Any]) -> Thread:
     return Thread(
         id=document["_id"],
@@ -141,14 +150,13 @@ class MongoStorage(Storage):
     def _get_resource(self, resource_id: str) -> Resource | None:
         with self.connection.wrapped():
             found = self.resources.find_one({"_id": resource_id})
-        if found is None:
-            return None
-        return Resource(
-            id=found["_id"],
-            metadata=json.loads(found["metadata"]),
-            created_at=_datetime(found["created"]),
-            updated_at=_datetime(found["updated"]),
-        )
+        return None if found is None else _resource(found)
+
+    def _all_resources(self, after: str | None, limit: int) -> list[Resource]:
+        query = {} if after is None else {"_id": {"$gt": after}}
+        with self.connection.wrapped():
+            found = list(self.resources.find(query).sort("_id", 1).limit(limit))
+        return [_resource(d) for d in found]
 
     def _save_resource(self, resource: Resource) -> Resource:
         document = {

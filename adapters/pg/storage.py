@@ -161,6 +161,11 @@ def _json(value: Any) -> Any:
     return None if value is None else Jsonb(value)
 
 
+def _resource(row: tuple[Any, ...]) -> Resource:
+    id_, metadata, created, updated = row
+    return Resource(id=id_, metadata=metadata, created_at=created, updated_at=updated)
+
+
 def _thread(row: tuple[Any, ...]) -> Thread:
     id_, resource, title, metadata, created, updated = row
     return Thread(
@@ -202,10 +207,16 @@ class PgStorage(Storage):
             "SELECT id, metadata, created_at, updated_at FROM recallstack_resources WHERE id = %s",
             (resource_id,),
         )
-        if not rows:
-            return None
-        id_, metadata, created, updated = rows[0]
-        return Resource(id=id_, metadata=metadata, created_at=created, updated_at=updated)
+        return _resource(rows[0]) if rows else None
+
+    def _all_resources(self, after: str | None, limit: int) -> list[Resource]:
+        rows = self.db.query(
+            "SELECT id, metadata, created_at, updated_at "
+            "FROM recallstack_resources WHERE %(after)s::text IS NULL OR id > %(after)s "
+            "ORDER BY id LIMIT %(limit)s",
+            {"after": after, "limit": limit},
+        )
+        return [_resource(r) for r in rows]
 
     def _save_resource(self, resource: Resource) -> Resource:
         self.db.query(

@@ -118,6 +118,29 @@ def test_every_thread_in_pages(world: World) -> None:
         world.s.all_threads(after=3)  # type: ignore[arg-type]
 
 
+def test_every_resource_in_pages(world: World) -> None:
+    """`all_resources` walks every resource record by id in code-point order, those
+    that own no thread included; only this test's are compared."""
+    ours = [world.ids(n) for n in ("Zeta", "alpha", "ä-umlaut", "日本", "no-threads")]
+    for n, resource_id in enumerate(ours):
+        world.s.save_resource(Resource(id=resource_id, metadata={"n": n}))
+    seen: list[str] = []
+    metadata = {}
+    after = None
+    while page := world.s.all_resources(after=after, limit=2):
+        assert len(page) <= 2
+        seen += [r.id for r in page]
+        metadata.update({r.id: r.metadata for r in page})
+        after = page[-1].id
+    assert seen == sorted(seen) and len(seen) == len(set(seen))
+    assert [i for i in seen if i in ours] == sorted(ours)
+    assert [metadata[i] for i in ours] == [{"n": n} for n in range(len(ours))]
+    with pytest.raises(InvalidInputError):
+        world.s.all_resources(limit=0)
+    with pytest.raises(InvalidInputError):
+        world.s.all_resources(after=3)  # type: ignore[arg-type]
+
+
 def test_message_round_trip(world: World) -> None:
     rich = Message(
         id=world.ids("rich"),
