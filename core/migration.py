@@ -1,24 +1,27 @@
 """Moving a memory between backends: export to JSON lines, import them, or migrate
 from one store to another directly, resumable and verified.
 
-A dump holds one record a line: `{"type": "resource" | "thread" | "message",
-"data": {...}}`: every resource first (those that own no thread included),
-then each thread before its messages, both in id order. Vectors are not exported: the importing
-memory embeds the messages with its own embedder, so a dump moves between
-models as well as between backends. `migrate` copies the vectors instead
-when both memories index with the same model.
+A dump holds one record a line: `{"type": "resource" | "thread" | "message" |
+"vectors", "data": {...}}`: every resource first (those that own no thread
+included), then each thread before its messages, both in id order. With
+vectors asked for, a `vectors` record (an index name and chunk id → vector)
+comes before each page of messages; an importing memory of the same index
+writes them instead of embedding, and any other embeds the messages, so a
+dump moves between models as well as between backends. `migrate` copies
+vectors the same way when both memories index with the same model.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from recallstack.core.calls import run
 from recallstack.core.errors import InvalidInputError, NotFoundError
@@ -26,7 +29,7 @@ from recallstack.core.memory import Memory
 from recallstack.core.messages import Message
 from recallstack.core.operations import SearchHit
 from recallstack.core.records import Resource, Thread
-from recallstack.core.semantic_recall import SemanticRecall
+from recallstack.core.semantic_recall import SemanticRecall, chunk_id
 from recallstack.core.storage import Storage
 
 PAGE = 500
@@ -39,7 +42,20 @@ TIE = 1e-4
 
 Progress = Callable[[int, int], None]
 """`progress(done, total)`, in messages."""
-Record = tuple[Literal["resource", "thread", "message"], Resource | Thread | Message]
+
+
+class Vectors(BaseModel):
+    """A dump's vectors of the page of messages that follows, by chunk id, of one index."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    index: str
+    chunks: dict[str, list[float]]
+
+
+Record = tuple[
+    Literal["resource", "thread", "message", "vectors"], Resource | Thread | Message | Vectors
+]
 
 
 def threads_of(storage: Storage) -> Iterator[Thread]:
@@ -66,28 +82,31 @@ def resources_of(storage: Storage) -> Iterator[Resource]:
         after = page[-1].id
 
 
-def records(storage: Storage) -> Iterator[Record]:
-    """What a dump holds, in its order."""
+def records(storage: Storage, vectors: VectorSource | None = None) -> Iterator[Record]:
+    """What a dump holds, in its order; with `vectors`, theirs before each page."""
     for resource in resources_of(storage):
         yield "resource", resource
     for thread in threads_of(storage):
         yield "thread", thread
         for batch in messages_of(storage, thread.id):
+            if vectors is not None and (known := vectors.chunks(batch)[0]):
+                yield "vectors", Vectors(index=vectors.name, chunks=known)
             for message in batch:
                 yield "message", message
 
 
-def export_lines(storage: Storage) -> Iterator[str]:
+def export_lines(storage: Storage, vectors: VectorSource | None = None) -> Iterator[str]:
     """The dump of a store, one JSON line at a time."""
-    for kind, record in records(storage):
+    for kind, record in records(storage, vectors):
         data = record.model_dump(mode="json")
         yield json.dumps({"type": kind, "data": data}, ensure_ascii=False)
 
 
-_MODELS: dict[str, type[Resource] | type[Thread] | type[Message]] = {
+_MODELS: dict[str, type[Resource] | type[Thread] | type[Message] | type[Vectors]] = {
     "resource": Resource,
     "thread": Thread,
     "message": Message,
+    "vectors": Vectors,
 }
 
 
@@ -103,7 +122,7 @@ def parse_lines(lines: Iterable[bytes]) -> list[Record]:
             entry = json.loads(text)
             if not isinstance(entry, dict) or entry.get("type") not in _MODELS:
                 raise InvalidInputError(
-                    'expected {"type": "resource|thread|message", "data": {...}}'
+                    'expected {"type": "resource|thread|message|vectors", "data": {...}}'
                 )
             found.append((entry["type"], _MODELS[entry["type"]].model_validate(entry.get("data"))))
         except UnicodeDecodeError as exc:
@@ -115,20 +134,39 @@ def parse_lines(lines: Iterable[bytes]) -> list[Record]:
     return found
 
 
-def import_records(memory: Memory, found: list[Record], progress: Progress | None = None) -> int:
-    """Save the records into `memory` (messages embedded by it); returns the messages saved."""
+@dataclass
+class Imported:
+    """What `import_records` saved: messages, and how many of them with the dump's vectors."""
+
+    messages: int = 0
+    with_vectors: int = 0
+
+
+def import_records(
+    memory: Memory, found: list[Record], progress: Progress | None = None
+) -> Imported:
+    """Save the records into `memory`: messages with the dump's vectors where they are of
+    its index, embedded by it otherwise. Vectors of its index that do not fit it are
+    refused before anything is written."""
+    name = memory.semantic.index_name() if memory.semantic is not None else None
+    usable = [r for _, r in found if isinstance(r, Vectors) and r.index == name]
+    if memory.semantic is not None:
+        _check_vectors(usable, memory.semantic.embedder.embedder.dimension)
     total = sum(kind == "message" for kind, _ in found)
-    done = 0
+    result = Imported()
+    known: dict[str, list[float]] = {}
     batch: list[Message] = []
 
     def flush() -> None:
-        nonlocal done
         if batch:
-            memory.save_messages(batch)
-            done += len(batch)
+            saved = run(memory._ops.save_messages(batch, None, known), memory._backends)
+            result.messages += len(batch)
+            if memory.semantic is not None and known:
+                copied = {m.id for m in batch if _has_all(memory.semantic, m, known)}
+                result.with_vectors += len(copied.intersection(saved.indexed))
             batch.clear()
             if progress is not None:
-                progress(done, total)
+                progress(result.messages, total)
 
     for _, record in found:
         if isinstance(record, Message):
@@ -137,12 +175,30 @@ def import_records(memory: Memory, found: list[Record], progress: Progress | Non
                 flush()
             continue
         flush()  # a thread's messages are saved after the thread
-        if isinstance(record, Thread):
+        if isinstance(record, Vectors):
+            known = dict(record.chunks) if record.index == name else {}
+        elif isinstance(record, Thread):
             memory.storage.save_thread(record)
         elif isinstance(record, Resource):
             memory.storage.save_resource(record)
     flush()
-    return done
+    return result
+
+
+def _has_all(semantic: SemanticRecall, message: Message, known: dict[str, list[float]]) -> bool:
+    """Whether `known` holds a vector of each of the message's chunks."""
+    n = len(semantic.chunks_of(message))
+    return n > 0 and all(chunk_id(message.id, k, n) in known for k in range(n))
+
+
+def _check_vectors(found: list[Vectors], dimension: int) -> None:
+    for record in found:
+        for chunk, vector in record.chunks.items():
+            if len(vector) != dimension or not all(math.isfinite(x) for x in vector):
+                raise InvalidInputError(
+                    f"the vectors of chunk {chunk!r} ({record.index}): expected "
+                    f"{dimension} finite numbers"
+                )
 
 
 @dataclass
@@ -231,7 +287,12 @@ class VectorSource:
         if mine is None or theirs is None:
             return None
         name = mine.index_name()
-        if name != theirs.index_name() or name not in mine.vector.list_indexes():
+        overlap = mine.config.recall_or_default.chunk_overlap
+        if (
+            name != theirs.index_name()
+            or overlap != theirs.config.recall_or_default.chunk_overlap  # the same chunks
+            or name not in mine.vector.list_indexes()
+        ):
             return None
         stale: set[str] = set()
         after = None

@@ -10,12 +10,21 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from recallstack import Memory
 from recallstack.cli import EXIT_USAGE, main
+from recallstack.core.errors import InvalidInputError
 from recallstack.core.messages import Message
-from recallstack.core.migration import migrate, sizes_of
+from recallstack.core.migration import (
+    VectorSource,
+    export_lines,
+    import_records,
+    migrate,
+    parse_lines,
+    sizes_of,
+)
 from recallstack.core.records import Resource
 from recallstack.core.scores import Matrix
 from recallstack.embedders.hashing import HashEmbedder
@@ -172,3 +181,51 @@ def test_migrate_embeds_again_for_another_model(tmp_path: Path) -> None:
         assert theirs.semantic is not None
         assert theirs.semantic.index_name() != mine.semantic.index_name()  # type: ignore[union-attr]
         assert theirs.search("user1", "thread 1 message 2 about rain", top_k=1)
+
+
+def test_export_with_vectors_then_import_writes_them(tmp_path: Path) -> None:
+    source, target = f"libsql:///{tmp_path / 'a.db'}", f"libsql:///{tmp_path / 'b.db'}"
+    fill(source, threads=6, per_thread=5)
+    options = ["--db", str(tmp_path / "a.db"), "--embedder", EMBEDDER, "--vectors"]
+    result = CliRunner().invoke(main, ["export", *options])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    kinds = [json.loads(line)["type"] for line in lines]
+    assert kinds.count("vectors") == 6 and kinds.count("message") == 30  # one page a thread
+    found = parse_lines(line.encode() for line in lines)
+    CountingHash.embedded = 0
+    with Memory(target, target, CountingHash(16), {"semantic_recall": True}) as memory:
+        imported = import_records(memory, found)
+        assert (imported.messages, imported.with_vectors) == (30, 30)
+        assert CountingHash.embedded == 0  # every vector came from the dump
+        hits = memory.search("user3", "thread 3 message 1 about bikes", top_k=1)
+        assert hits[0].message.id == "t00003-m1"
+    ids = [f"t{t:05d}-m{i}" for t in range(6) for i in range(5)]
+    assert stored(target, ids) == stored(source, ids)
+    with Memory(f"libsql:///{tmp_path / 'c.db'}", None, "hash/32", {"semantic_recall": True}) as m:
+        assert import_records(m, found).with_vectors == 0  # another model: embedded
+
+
+def test_vectors_that_do_not_fit_are_refused_before_anything_is_written(tmp_path: Path) -> None:
+    source, target = f"libsql:///{tmp_path / 'a.db'}", f"libsql:///{tmp_path / 'b.db'}"
+    fill(source, threads=2, per_thread=3)
+    with Memory(source, source, EMBEDDER, {"semantic_recall": True}) as memory:
+        lines = list(export_lines(memory.storage, VectorSource.of(memory, memory)))
+    bad = [json.loads(line) for line in lines]
+    vectors = next(line for line in bad if line["type"] == "vectors")
+    first = next(iter(vectors["data"]["chunks"]))
+    vectors["data"]["chunks"][first] = [0.5] * 15
+    found = parse_lines(json.dumps(line).encode() for line in bad)
+    with Memory(target, target, EMBEDDER, {"semantic_recall": True}) as memory:
+        with pytest.raises(InvalidInputError, match="expected 16 finite numbers"):
+            import_records(memory, found)
+        assert memory.storage.all_threads() == [] and memory.storage.all_resources() == []
+    with pytest.raises(InvalidInputError, match="line 1"):
+        parse_lines([b'{"type": "vectors", "data": {"index": "x", "chunks": {"a": "no"}}}'])
+
+
+def test_export_vectors_of_a_model_never_indexed_is_refused(tmp_path: Path) -> None:
+    fill(f"libsql:///{tmp_path / 'a.db'}", threads=1, per_thread=1)
+    options = ["--db", str(tmp_path / "a.db"), "--embedder", "hash/32", "--vectors"]
+    result = CliRunner().invoke(main, ["export", *options])
+    assert result.exit_code == 1 and "holds no vectors of hash/32" in result.output

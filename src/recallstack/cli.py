@@ -287,16 +287,28 @@ def reindex(stores: tuple[str, str, str], batch_size: int, quiet: bool) -> None:
 @main.command()
 @memory_options
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="A file instead of stdout.")
-def export(stores: tuple[str, str, str], output: str | None) -> None:
-    """Write every resource, thread and message as JSON lines (vectors are not written:
-    `import` embeds again)."""
-    from recallstack.core.migration import export_lines
+@click.option(
+    "--vectors", is_flag=True, help="Also write the vectors of --embedder's index, for import."
+)
+def export(stores: tuple[str, str, str], output: str | None, vectors: bool) -> None:
+    """Write every resource, thread and message as JSON lines; with --vectors, their
+    vectors too (an import of the same model writes them instead of embedding)."""
+    from recallstack.core.errors import NotFoundError
+    from recallstack.core.migration import VectorSource, export_lines
 
-    storage = registry().storage(stores[0])
-    click.get_current_context().call_on_close(storage.close)
+    source = None
+    if vectors:
+        memory = open_memory(stores)
+        source = VectorSource.of(memory, memory)
+        if source is None:
+            raise NotFoundError(f"{stores[1]} holds no vectors of {stores[2]}")
+        storage = memory.storage
+    else:
+        storage = registry().storage(stores[0])
+        click.get_current_context().call_on_close(storage.close)
     out = open(output, "w", encoding="utf-8") if output else sys.stdout  # noqa: SIM115
     try:
-        for line in export_lines(storage):
+        for line in export_lines(storage, source):
             out.write(line + "\n")
     finally:
         if output:
@@ -308,8 +320,9 @@ def export(stores: tuple[str, str, str], output: str | None) -> None:
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @click.argument("dump", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 def import_(stores: tuple[str, str, str], dump: str, quiet: bool) -> None:
-    """Save what `export` wrote, embedding the messages. The whole file is checked
-    first: if any line is invalid, nothing is written."""
+    """Save what `export` wrote, with its vectors where they are of --embedder's index,
+    embedding the messages otherwise. The whole file is checked first: if any line
+    is invalid, nothing is written."""
     from recallstack.core.migration import import_records, parse_lines
 
     raw = sys.stdin.buffer.read() if dump == "-" else open(dump, "rb").read()  # noqa: SIM115
@@ -317,7 +330,11 @@ def import_(stores: tuple[str, str, str], dump: str, quiet: bool) -> None:
     memory = open_memory(stores)
     with progress_of("import", quiet) as progress:
         saved = import_records(memory, found, progress)
-    click.echo(f"imported {len(found) - saved} threads and resources, {saved} messages")
+    records = sum(kind in ("resource", "thread") for kind, _ in found)
+    click.echo(
+        f"imported {records} threads and resources, {saved.messages} messages "
+        f"({saved.with_vectors} with the dump's vectors)"
+    )
 
 
 @main.command()
