@@ -27,12 +27,16 @@ BACKENDS: dict[str, str | None] = {
 """Backend name → the extra its conformance session installs (`mongomock` is `mongo` and its
 stand-in: no MongoDB server runs here; Pinecone's emulator ships with its adapter)."""
 
+INTEGRATIONS = ("langchain",)
+"""Each has an extra, tests/integrations/test_<name>.py and examples/<name>_*.py."""
+
 nox.options.sessions = [
     "lint",
     "typecheck",
     "tests",
     *(f"conformance-{name}" for name in BACKENDS),
     "conformance",
+    *(f"integration-{name}" for name in INTEGRATIONS),
     "reliability",
 ]
 nox.options.error_on_missing_interpreters = True
@@ -57,7 +61,7 @@ def typecheck(session: nox.Session) -> None:
     """mypy --strict on the installed package (as users get it), with every extra but
     `local`: torch and sentence-transformers are read as untyped (pyproject.toml), which
     saves installing them here."""
-    extras = "conformance,libsql,pg-server,qdrant,chroma,mongomock,pinecone,openai"
+    extras = "conformance,libsql,pg-server,qdrant,chroma,mongomock,pinecone,openai,langchain"
     session.install(f".[{extras}]", "mypy>=1.10")
     python = os.path.join(session.virtualenv.bin, "python")
     session.run("mypy", "-p", "recallstack", "--python-executable", python)
@@ -70,9 +74,10 @@ def tests(session: nox.Session) -> None:
     session.install("-e", ".[dev,libsql,pg-server,qdrant,chroma,mongomock,pinecone,local,openai]")
     junit = f"--junitxml={REPORTS / 'junit-tests.xml'}"
     # -n auto: pytest-xdist, one worker per core; then the timing-sensitive ones alone
-    session.run("pytest", "-n", "auto", "-m", "not alone", junit, *session.posargs)
+    skip = "--ignore=tests/integrations"  # each runs in its own session, with its framework
+    session.run("pytest", "-n", "auto", "-m", "not alone", skip, junit, *session.posargs)
     alone = f"--junitxml={REPORTS / 'junit-tests-alone.xml'}"
-    session.run("pytest", "-m", "alone", alone, *session.posargs)
+    session.run("pytest", "-m", "alone", skip, alone, *session.posargs)
 
 
 def _conformance(name: str, extra: str | None) -> None:
@@ -96,6 +101,26 @@ def _conformance(name: str, extra: str | None) -> None:
 
 for _name, _extra in BACKENDS.items():
     _conformance(_name, _extra)
+
+
+def _integration(name: str) -> None:
+    @nox.session(name=f"integration-{name}", python=PYTHON)
+    def run(session: nox.Session) -> None:
+        """The framework's own standard tests, with only the core, LibSQL, Postgres and
+        that framework installed, then its examples (offline: the hash embedder)."""
+        session.install(f".[{name},libsql,pg-server]", *INTEGRATION_TESTS[name], "pytest-asyncio")
+        junit = f"--junitxml={REPORTS / f'junit-integration-{name}.xml'}"
+        test = f"tests/integrations/test_{name}.py"
+        session.run("pytest", "-o", "asyncio_mode=auto", junit, test, *session.posargs)
+        for example in sorted(Path("examples").glob(f"{name}_*.py")):
+            session.run("python", str(example))
+
+
+INTEGRATION_TESTS = {"langchain": ["langchain-tests>=1.1"]}
+"""What each integration's tests need beside its extra: the framework's test kit."""
+
+for _integration_name in INTEGRATIONS:
+    _integration(_integration_name)
 
 
 @nox.session(python=PYTHON)

@@ -19,7 +19,16 @@ README = ROOT / "README.md"
 SPEC = ROOT / "docs" / "spec"
 SOURCES = [
     p
-    for folder in ("core", "adapters", "embedders", "conformance", "src", "tests", "bench")
+    for folder in (
+        "core",
+        "adapters",
+        "embedders",
+        "integrations",
+        "conformance",
+        "src",
+        "tests",
+        "bench",
+    )
     for p in (ROOT / folder).rglob("*.py")
 ]
 HOOKS = sorted(
