@@ -212,6 +212,24 @@ def test_many_tasks_at_once_on_one_file(tmp_path: Path) -> None:
     assert asyncio.run(main()) == [5] * 8  # each user sees exactly its own five messages
 
 
+def test_real_sizes_through_async_memory(tmp_path: Path) -> None:
+    """5,000 messages in one save, top_k 1,000, four users' tasks at once."""
+    url = f"libsql:///{tmp_path / 'sizes.db'}"
+
+    async def user(memory: AsyncMemory, n: int) -> tuple[int, int, set[str]]:
+        thread = f"big{n}"
+        await memory.create_thread(f"user{n}", thread_id=thread)
+        saved = await memory.save_messages(turns(thread, 5_000))
+        hits = await memory.search(f"user{n}", "about piano lessons", top_k=1_000)
+        return len(saved.indexed), len(hits), {h.message.thread_id for h in hits}
+
+    async def main() -> list[tuple[int, int, set[str]]]:
+        async with AsyncMemory(url, url, "hash/32", RECALL) as memory:
+            return await asyncio.gather(*(user(memory, n) for n in range(4)))
+
+    assert asyncio.run(main()) == [(5_000, 1_000, {f"big{n}"}) for n in range(4)]
+
+
 # ---- the event loop is never blocked -------------------------------------------------
 
 

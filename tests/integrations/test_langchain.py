@@ -20,7 +20,7 @@ from recallstack.core.errors import InvalidInputError
 from recallstack.integrations.langchain import RecallstackEmbeddings, RecallstackVectorStore
 
 
-class TestEmbeddingsUnit(EmbeddingsUnitTests):
+class OnTheHashEmbedder:
     @property
     def embeddings_class(self) -> type[RecallstackEmbeddings]:
         return RecallstackEmbeddings
@@ -29,19 +29,15 @@ class TestEmbeddingsUnit(EmbeddingsUnitTests):
     def embedding_model_params(self) -> dict[str, Any]:
         return {"embedder": "hash/32"}
 
+
+class TestEmbeddingsUnit(OnTheHashEmbedder, EmbeddingsUnitTests):
     @property
     def init_from_env_params(self) -> tuple[dict[str, str], dict[str, Any], dict[str, Any]]:
         return {"RECALLSTACK_EMBEDDER": "hash/24"}, {}, {"model_id": "hash-24"}
 
 
-class TestEmbeddingsIntegration(EmbeddingsIntegrationTests):
-    @property
-    def embeddings_class(self) -> type[RecallstackEmbeddings]:
-        return RecallstackEmbeddings
-
-    @property
-    def embedding_model_params(self) -> dict[str, Any]:
-        return {"embedder": "hash/32"}
+class TestEmbeddingsIntegration(OnTheHashEmbedder, EmbeddingsIntegrationTests):
+    pass
 
 
 def opened(url: str) -> Iterator[RecallstackVectorStore]:
