@@ -27,8 +27,9 @@ BACKENDS: dict[str, str | None] = {
 """Backend name → the extra its conformance session installs (`mongomock` is `mongo` and its
 stand-in: no MongoDB server runs here; Pinecone's emulator ships with its adapter)."""
 
-INTEGRATIONS = ("langchain",)
-"""Each has an extra, tests/integrations/test_<name>.py and examples/<name>_*.py."""
+INTEGRATIONS = ("langchain", "llamaindex", "openai_agents", "pydantic_ai")
+"""Modules of recallstack.integrations; each has an extra (its name with `-` for `_`),
+tests/integrations/test_<name>.py and examples/<name>_*.py."""
 
 nox.options.sessions = [
     "lint",
@@ -36,7 +37,7 @@ nox.options.sessions = [
     "tests",
     *(f"conformance-{name}" for name in BACKENDS),
     "conformance",
-    *(f"integration-{name}" for name in INTEGRATIONS),
+    *(f"integration-{name.replace('_', '-')}" for name in INTEGRATIONS),
     "reliability",
 ]
 nox.options.error_on_missing_interpreters = True
@@ -61,7 +62,8 @@ def typecheck(session: nox.Session) -> None:
     """mypy --strict on the installed package (as users get it), with every extra but
     `local`: torch and sentence-transformers are read as untyped (pyproject.toml), which
     saves installing them here."""
-    extras = "conformance,libsql,pg-server,qdrant,chroma,mongomock,pinecone,openai,langchain"
+    backends = "libsql,pg-server,qdrant,chroma,mongomock,pinecone"
+    extras = f"conformance,{backends},openai,{','.join(i.replace('_', '-') for i in INTEGRATIONS)}"
     session.install(f".[{extras}]", "mypy>=1.10")
     python = os.path.join(session.virtualenv.bin, "python")
     session.run("mypy", "-p", "recallstack", "--python-executable", python)
@@ -104,11 +106,13 @@ for _name, _extra in BACKENDS.items():
 
 
 def _integration(name: str) -> None:
-    @nox.session(name=f"integration-{name}", python=PYTHON)
+    extra = name.replace("_", "-")
+
+    @nox.session(name=f"integration-{extra}", python=PYTHON)
     def run(session: nox.Session) -> None:
         """The framework's own standard tests, with only the core, LibSQL, Postgres and
         that framework installed, then its examples (offline: the hash embedder)."""
-        session.install(f".[{name},libsql,pg-server]", *INTEGRATION_TESTS[name], "pytest-asyncio")
+        session.install(f".[{extra},libsql,pg-server]", *INTEGRATION_TESTS[name], "pytest-asyncio")
         junit = f"--junitxml={REPORTS / f'junit-integration-{name}.xml'}"
         test = f"tests/integrations/test_{name}.py"
         session.run("pytest", "-o", "asyncio_mode=auto", junit, test, *session.posargs)
@@ -116,7 +120,12 @@ def _integration(name: str) -> None:
             session.run("python", str(example))
 
 
-INTEGRATION_TESTS = {"langchain": ["langchain-tests>=1.1"]}
+INTEGRATION_TESTS = {
+    "langchain": ["langchain-tests>=1.1"],
+    "llamaindex": [],
+    "openai_agents": [],
+    "pydantic_ai": [],
+}
 """What each integration's tests need beside its extra: the framework's test kit."""
 
 for _integration_name in INTEGRATIONS:

@@ -1,0 +1,112 @@
+"""Pydantic AI: what recallstack recalls for each new user prompt, added to the model's
+history (`recall_history`, a `ProcessHistory` capability); a tool that searches the
+user's memory (`memory_search_tool`); and `save_run`, which keeps a run's conversation.
+
+Needs the `pydantic-ai` extra (pydantic-ai-slim). Works on an `AsyncMemory`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic_ai import Tool
+from pydantic_ai.capabilities import ProcessHistory
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    SystemPromptPart,
+    TextPart,
+    UserPromptPart,
+)
+
+from recallstack.core.async_memory import AsyncMemory
+from recallstack.core.inputs import check_id
+from recallstack.core.messages import Message
+from recallstack.core.operations import SaveResult
+from recallstack.integrations.recalled import NOTE, line, note
+from recallstack.integrations.threads import own_thread
+
+
+def recall_history(memory: AsyncMemory, *, thread_id: str, resource_id: str) -> ProcessHistory[Any]:
+    """A capability for `Agent(capabilities=[...])`: before the model sees a new user
+    prompt, what the memory recalls for it (its semantic recall options: scope,
+    `top_k`, neighbours) is added to that request as a system part, oldest first.
+    Later requests of the same run (after tool calls) are left as they are."""
+    check_id(thread_id, "thread_id")
+    check_id(resource_id, "resource_id")
+
+    async def add_recalled(messages: list[ModelMessage]) -> list[ModelMessage]:
+        last = messages[-1] if messages else None
+        if not isinstance(last, ModelRequest) or any(_is_note(p) for p in last.parts):
+            return messages
+        prompts = [p.content for p in last.parts if isinstance(p, UserPromptPart)]
+        query = next((p for p in reversed(prompts) if isinstance(p, str) and p.strip()), None)
+        if query is None:
+            return messages
+        found = await memory.recall(thread_id, resource_id, vector_search_string=query, per_page=0)
+        text = note(found.messages)
+        if text is None:
+            return messages
+        part = SystemPromptPart(content=text)
+        return [*messages[:-1], dataclasses.replace(last, parts=[part, *last.parts])]
+
+    return ProcessHistory(add_recalled)
+
+
+def memory_search_tool(memory: AsyncMemory, *, resource_id: str, top_k: int = 5) -> Tool[Any]:
+    """A tool the model can call to search everything this user said before."""
+    check_id(resource_id, "resource_id")
+
+    async def search_memory(query: str) -> list[str]:
+        """Search this user's earlier conversations; returns the best matches, dated."""
+        hits = await memory.search(resource_id, query, top_k=top_k)
+        return [line(h.message) for h in hits]
+
+    return Tool(search_memory, name="search_memory")
+
+
+async def save_run(
+    memory: AsyncMemory, messages: Sequence[ModelMessage], *, thread_id: str, resource_id: str
+) -> SaveResult:
+    """Keep a run's conversation (`result.new_messages()`): each user prompt and each
+    response's text becomes a message of the thread, which is made if need be. System
+    parts, tool calls and tool returns are not kept; saving a run again replaces it."""
+    kept: list[Message] = []
+    for n, message in enumerate(messages):
+        stem = f"{message.run_id or uuid.uuid4()}:{n}"
+        if isinstance(message, ModelRequest):
+            for k, part in enumerate(message.parts):
+                if isinstance(part, UserPromptPart) and isinstance(part.content, str):
+                    kept.append(
+                        Message(
+                            id=f"{stem}:{k}",
+                            thread_id=thread_id,
+                            resource_id=resource_id,
+                            role="user",
+                            content=part.content,
+                            created_at=part.timestamp,
+                        )
+                    )
+        elif isinstance(message, ModelResponse):
+            text = "".join(p.content for p in message.parts if isinstance(p, TextPart))
+            if text.strip():
+                kept.append(
+                    Message(
+                        id=stem,
+                        thread_id=thread_id,
+                        resource_id=resource_id,
+                        role="assistant",
+                        content=text,
+                        created_at=message.timestamp,
+                    )
+                )
+    await own_thread(memory, check_id(thread_id, "thread_id"), resource_id, create=True)
+    return await memory.save_messages(kept)
+
+
+def _is_note(part: object) -> bool:
+    return isinstance(part, SystemPromptPart) and part.content.startswith(NOTE)
