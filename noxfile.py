@@ -64,7 +64,7 @@ def typecheck(session: nox.Session) -> None:
     saves installing them here."""
     backends = "libsql,pg-server,qdrant,chroma,mongomock,pinecone"
     extras = f"conformance,{backends},openai,{','.join(i.replace('_', '-') for i in INTEGRATIONS)}"
-    session.install(f".[{extras}]", "mypy>=1.10")
+    session.install(f".[{extras}]", "mypy>=1.10", "types-greenlet")
     python = os.path.join(session.virtualenv.bin, "python")
     session.run("mypy", "-p", "recallstack", "--python-executable", python)
 

@@ -1,5 +1,6 @@
-"""AsyncMemory driven from the synchronous cases, so that one parametrisation runs
-every Memory-level case through the async API as well."""
+"""The async API driven from the synchronous cases, so that one parametrisation runs
+every case through it as well: Memory-level cases through `AsyncMemory`, storage- and
+vector-level cases through the stores awaited as `AsyncMemory` awaits them."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from recallstack.core.async_memory import AsyncMemory
+from recallstack.core.async_memory import AsyncMemory, AwaitedBackend
 
 
 class Awaited:
-    """An `AsyncMemory` (or one of its processors) whose coroutine methods are awaited
-    on an event loop running in another thread, each call waiting for its result;
-    other attributes pass through."""
+    """An `AsyncMemory`, one of its processors or an awaited store, whose coroutine
+    methods are awaited on an event loop running in another thread, each call waiting
+    for its result; other attributes pass through."""
 
     def __init__(self, target: Any, loop: asyncio.AbstractEventLoop) -> None:
         self.target = target
@@ -59,3 +60,11 @@ def memory_maker(api: str, loop: asyncio.AbstractEventLoop) -> Callable[..., Any
     if api == "Memory":
         return Memory
     return lambda *args, **kwargs: Awaited(AsyncMemory(*args, **kwargs), loop)
+
+
+def backend_maker(api: str, loop: asyncio.AbstractEventLoop) -> Callable[[Any], Any]:
+    """The store itself, or the store as `AsyncMemory` calls it (natively awaited or in
+    a worker thread: `AwaitedBackend`) behind `Awaited`."""
+    if api == "blocking":
+        return lambda store: store
+    return lambda store: Awaited(AwaitedBackend(store), loop)

@@ -133,10 +133,21 @@ class Suite:
             absent = params is not None and any(
                 params.params.get(f"{k}_target", "") is None for k in ("vector", "storage")
             )
-            (drop if absent else keep).append(item)
+            (drop if absent or self._awaited_in_a_thread(params) else keep).append(item)
         if drop:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
+
+    def _awaited_in_a_thread(self, params: Any) -> bool:
+        """A storage- or vector-level case awaited on a store that `AsyncMemory` calls in
+        a worker thread: the same method as the blocking case, so it is not run twice
+        (the Memory-level cases run that path through AsyncMemory)."""
+        if params is None or params.params.get("backend_api") != "awaited":
+            return False
+        targets = [params.params.get(f"{k}_target") for k in ("vector", "storage")]
+        return not any(
+            self.registry.backends[t.kind][t.backend].asyncio_driver for t in targets if t
+        )
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -212,8 +223,11 @@ def _label(request: pytest.FixtureRequest, target: Any, approximate: bool = Fals
 
 
 @pytest.fixture(scope="session")
-def vector_store(request: pytest.FixtureRequest, vector_target: Any) -> Iterator[Any]:
-    """The backend's vector store, one per target and session."""
+def opened_vector_store(
+    request: pytest.FixtureRequest, vector_target: Any, event_loop_thread: Any
+) -> Iterator[Any]:
+    """The backend's vector store, one per target and session (closed before the loop
+    its awaited calls ran on stops)."""
     suite = _suite(request)
     store = suite.registry.vector_store(suite.url(vector_target), **vector_target.options)
     yield store
@@ -221,30 +235,60 @@ def vector_store(request: pytest.FixtureRequest, vector_target: Any) -> Iterator
 
 
 @pytest.fixture(scope="session")
-def storage(request: pytest.FixtureRequest, storage_target: Any) -> Iterator[Any]:
-    """The backend's storage, one per target and session."""
+def opened_storage(
+    request: pytest.FixtureRequest, storage_target: Any, event_loop_thread: Any
+) -> Iterator[Any]:
+    """The backend's storage, one per target and session (closed before the loop its
+    awaited calls ran on stops)."""
     suite = _suite(request)
     store = suite.registry.storage(suite.url(storage_target), **storage_target.options)
     yield store
     store.close()
 
 
+@pytest.fixture(params=["blocking", "awaited"])
+def backend_api(request: pytest.FixtureRequest, event_loop_thread: Any) -> Any:
+    """How a storage- or vector-level case calls the backend: directly, or as
+    `AsyncMemory` does (awaited on the loop thread), so each such case runs both ways on
+    a store that awaits an asyncio driver (`asyncio_driver`)."""
+    from recallstack.conformance.async_api import backend_maker
+
+    return backend_maker(request.param, event_loop_thread)
+
+
 @pytest.fixture
-def twin(request: pytest.FixtureRequest, vector_store: Any, vector_target: Any) -> Iterator[Any]:
-    """The backend paired with the reference; indexes it creates are removed afterwards."""
+def vector_store(opened_vector_store: Any, backend_api: Any) -> Any:
+    """The backend's vector store, called one of `backend_api`'s ways."""
+    return backend_api(opened_vector_store)
+
+
+@pytest.fixture
+def storage(opened_storage: Any, backend_api: Any) -> Any:
+    """The backend's storage, called one of `backend_api`'s ways."""
+    return backend_api(opened_storage)
+
+
+@contextmanager
+def _twin(request: pytest.FixtureRequest, store: Any, target: Any) -> Iterator[Any]:
     from recallstack.conformance.twin import Twin
 
-    _label(request, vector_target, approximate=not vector_store.capabilities.exact)
+    _label(request, target, approximate=not store.capabilities.exact)
     pair = Twin(
-        vector_store,
-        lambda op: request.node.user_properties.append(("recallstack_unsupported", op)),
+        store, lambda op: request.node.user_properties.append(("recallstack_unsupported", op))
     )
     yield pair
     pair.cleanup()
 
 
 @pytest.fixture
-def ids(request: pytest.FixtureRequest, storage: Any, storage_target: Any) -> Iterator[Any]:
+def twin(request: pytest.FixtureRequest, vector_store: Any, vector_target: Any) -> Iterator[Any]:
+    """The backend paired with the reference; indexes it creates are removed afterwards."""
+    with _twin(request, vector_store, vector_target) as pair:
+        yield pair
+
+
+@pytest.fixture
+def ids(request: pytest.FixtureRequest, opened_storage: Any, storage_target: Any) -> Iterator[Any]:
     """Ids unique to this test; the threads named with them are deleted afterwards."""
     _label(request, storage_target)
     prefix = f"conformance_{uuid.uuid4().hex[:8]}_"
@@ -256,7 +300,7 @@ def ids(request: pytest.FixtureRequest, storage: Any, storage_target: Any) -> It
 
     yield make
     for thread_id in made:
-        storage.delete_thread(thread_id)
+        opened_storage.delete_thread(thread_id)
 
 
 @pytest.fixture(scope="session")
@@ -278,21 +322,26 @@ def memory_api(request: pytest.FixtureRequest, event_loop_thread: Any) -> Any:
 
 
 @pytest.fixture
-def memory_over_vector(twin: Any, memory_api: Any) -> Iterator[Any]:
+def memory_over_vector(
+    request: pytest.FixtureRequest, opened_vector_store: Any, vector_target: Any, memory_api: Any
+) -> Iterator[Any]:
     """A memory with the backend as its vector store (reference storage, hash embedder)."""
     from recallstack.adapters.memory.storage import InMemoryStorage
     from recallstack.embedders.hashing import HashEmbedder
 
-    name = twin.index(32)
-    options = {"semantic_recall": {"index_name": name}}
-    yield memory_api(InMemoryStorage(), twin.store, HashEmbedder(32), options)
+    with _twin(request, opened_vector_store, vector_target) as pair:
+        name = pair.index(32)
+        options = {"semantic_recall": {"index_name": name}}
+        yield memory_api(InMemoryStorage(), pair.store, HashEmbedder(32), options)
 
 
 @pytest.fixture
-def memory_over_storage(storage: Any, ids: Any, memory_api: Any) -> Iterator[Any]:
+def memory_over_storage(opened_storage: Any, ids: Any, memory_api: Any) -> Iterator[Any]:
     """A memory with the backend as its storage (reference vector store, hash embedder)."""
     from recallstack.adapters.memory.vector import InMemoryVectorStore
     from recallstack.embedders.hashing import HashEmbedder
 
     ids("memory")  # labels the report with this storage target
-    yield memory_api(storage, InMemoryVectorStore(), HashEmbedder(32), {"semantic_recall": True})
+    yield memory_api(
+        opened_storage, InMemoryVectorStore(), HashEmbedder(32), {"semantic_recall": True}
+    )

@@ -1,11 +1,11 @@
 """AsyncMemory: `Memory` for asyncio, with the same methods awaited and the same behaviour.
 
 Both run the same steps (`core/operations.py`); only how a backend call is made
-differs. Storage and vector store calls run in a worker thread
-(`asyncio.to_thread`), so the event loop goes on while a driver works: the
-design for LibSQL and `memory://`, whose drivers have no asynchronous API;
-the backends whose drivers have one run the same way until their native
-adapters land (docs/async.md). Embedding awaits `Embedder.aembed`: an
+differs. A store whose driver has an asyncio API (Postgres: psycopg's
+`AsyncConnectionPool`) is called on the event loop and awaits it
+(`asyncio_driver`, core/awaiting.py); the others (LibSQL, `memory://`, and
+those not converted yet: docs/async.md) are called in a worker thread, so the
+loop goes on while their drivers work. Embedding awaits `Embedder.aembed`: an
 `httpx.AsyncClient` for `openai/...`, a worker thread for a local model.
 """
 
@@ -17,6 +17,7 @@ import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from recallstack.core.awaiting import greenlet_spawn
 from recallstack.core.calls import arun
 from recallstack.core.config import MemoryConfig
 from recallstack.core.embedder import Embedder
@@ -39,19 +40,25 @@ from recallstack.core.storage import Storage
 from recallstack.core.vector_store import VectorStore
 
 
-class InWorkerThread:
-    """A blocking backend whose methods are awaited: each call runs in a worker thread."""
+class AwaitedBackend:
+    """A store whose methods are awaited: on the event loop when it awaits its
+    driver's asyncio API (`asyncio_driver`), else in a worker thread."""
 
     def __init__(self, backend: object) -> None:
         self._backend = backend
+        native = getattr(backend, "asyncio_driver", False)
+        self._spawn: Callable[..., Awaitable[Any]] = greenlet_spawn if native else asyncio.to_thread
 
-    def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
+    def __getattr__(self, name: str) -> Any:
+        """A method, awaited; any other attribute as it is."""
         method = getattr(self._backend, name)
+        if not callable(method):
+            return method
 
-        async def in_thread(*args: Any, **kwargs: Any) -> Any:
-            return await asyncio.to_thread(method, *args, **kwargs)
+        async def awaited(*args: Any, **kwargs: Any) -> Any:
+            return await self._spawn(method, *args, **kwargs)
 
-        return in_thread
+        return awaited
 
 
 class AsyncMemory:
@@ -79,7 +86,7 @@ class AsyncMemory:
         self.semantic = memory.semantic
         self._ops = Operations(memory.config, memory.history, memory.semantic)
         self._backends: dict[str, object] = {
-            name: InWorkerThread(b) for name, b in memory._backends.items()
+            name: AwaitedBackend(b) for name, b in memory._backends.items()
         }
         if memory.semantic is not None:  # the embedder awaits its model: see Embedder.aembed
             self._backends["CachedEmbedder"] = _AwaitedCache(memory.semantic.embedder)
@@ -122,7 +129,7 @@ class AsyncMemory:
         """Close the stores this memory opened from URLs (not those passed in); idempotent."""
         opened, self._opened = self._opened, []
         for store in reversed(opened):
-            await asyncio.to_thread(store.close)
+            await AwaitedBackend(store).close()
         close = getattr(self.semantic.embedder.embedder, "aclose", None) if self.semantic else None
         if self._built_embedder and close is not None:
             self._built_embedder = False

@@ -48,6 +48,10 @@ class Backend(Generic[Made]):
     """The `recallstack[...]` extra that installs the driver."""
     requires: tuple[str, ...] = ()
     """Modules that must be importable; checked before the factory runs."""
+    asyncio_driver: bool = False
+    """Whether the store awaits an asyncio driver under `AsyncMemory` (its class says so
+    too: `Storage.asyncio_driver`); the conformance suite then runs its storage- and
+    vector-level cases awaited as well."""
     description: str = ""
     plugin: str = ""
     """Filled in by the registry: the name of the plugin that registered it."""

@@ -76,6 +76,9 @@ class VectorStore(ABC):
     driver_errors: ClassVar[tuple[type[Exception], ...]] = ()
     """What the driver raises, for stores that do not wrap it themselves: every
     public method re-raises it as `BackendError`."""
+    asyncio_driver: ClassVar[bool] = False
+    """Whether this store awaits its driver's asyncio API when `AsyncMemory` calls it
+    (core/awaiting.py); otherwise AsyncMemory calls it in a worker thread."""
 
     # ---- public, validated API ------------------------------------------------
 

@@ -6,7 +6,7 @@ import os
 import shutil
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -67,16 +67,29 @@ def pg_server() -> Iterator[str]:
 
 
 @pytest.fixture
-def pg_url(pg_server: str) -> Iterator[str]:
-    """A fresh, empty database on the session's server, dropped afterwards."""
+def new_pg_database(pg_server: str) -> Iterator[Callable[[], str]]:
+    """Makes fresh, empty databases on the session's server, dropped afterwards."""
     import psycopg
 
-    name = f"test_{uuid.uuid4().hex[:12]}"
+    made: list[str] = []
+
+    def make() -> str:
+        name = f"test_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(pg_server, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        made.append(name)
+        return urlsplit(pg_server)._replace(path=f"/{name}").geturl()
+
+    yield make
     with psycopg.connect(pg_server, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    yield urlsplit(pg_server)._replace(path=f"/{name}").geturl()
-    with psycopg.connect(pg_server, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+        for name in made:
+            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def pg_url(new_pg_database: Callable[[], str]) -> str:
+    """A fresh, empty database on the session's server, dropped afterwards."""
+    return new_pg_database()
 
 
 @pytest.fixture

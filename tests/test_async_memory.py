@@ -97,6 +97,37 @@ def test_async_memory_answers_as_memory_does(backend: str, tmp_path: Path) -> No
     assert expected[-2] is None and expected[3]  # the script did delete and recall something
 
 
+def test_postgres_is_awaited_on_its_asyncio_driver(
+    new_pg_database: Callable[[], str],
+) -> None:
+    """AsyncMemory on Postgres answers as Memory does without touching the blocking
+    pool: every statement goes through psycopg's AsyncConnectionPool on the loop."""
+    url = new_pg_database()
+    with Memory(url, url, "hash/32", RECALL) as memory:
+        expected = script_sync(memory)
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("AsyncMemory used the blocking pool")
+
+    async def main() -> list[Any]:
+        url = new_pg_database()
+        async with AsyncMemory(url, url, "hash/32", RECALL) as memory:
+            assert memory.semantic is not None
+            stores = [memory.storage, memory.semantic.vector]
+            for store in stores:
+                store.db.pool.getconn = refuse  # type: ignore[attr-defined]
+                store.db.pool.connection = refuse  # type: ignore[attr-defined]
+            got = await script_async(memory)
+            pools = [store.db._async[1] for store in stores]  # type: ignore[attr-defined]
+        assert all(pool.closed for pool in pools)  # aclose closed them on their loop
+        return got
+
+    got = asyncio.run(main())
+    assert got == expected
+    with pytest.raises(AssertionError, match="blocking pool"):  # the probe is live
+        refuse()
+
+
 def test_awaited_processors_hand_the_model_what_memory_s_do(tmp_path: Path) -> None:
     from recallstack import RequestContext
 

@@ -39,7 +39,7 @@ def test_suite_catches_a_broken_operator(broken_plugin: Path, pytester: pytest.P
     assert outcomes.get("failed", 0) > 0
     text = result.stdout.str()
     # a readable counterexample: the filter case, what came back and what should have
-    assert "test_filter[broken-default-{'n': {'$ne': 5}}]" in text
+    assert "test_filter[blocking-broken-default-{'n': {'$ne': 5}}]" in text
     assert "wrong results or order" in text or "results, the reference gives" in text
     assert "filter_={" in text  # hypothesis shows the shrunk counterexample
     assert "| broken | vector | default |" in report.read_text()

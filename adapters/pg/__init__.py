@@ -49,6 +49,7 @@ def register_vector_stores(register: Callable[[Backend[VectorStore]], None]) -> 
             capabilities=CAPABILITIES,
             extra="pg",
             requires=DRIVERS,
+            asyncio_driver=True,
             description="Postgres + pgvector: HNSW / IVFFlat / exact, jsonb filters",
         )
     )
@@ -64,6 +65,7 @@ def register_storages(register: Callable[[Backend[Storage]], None]) -> None:
             factory=_storage,
             extra="pg",
             requires=DRIVERS,
+            asyncio_driver=True,
             description="Postgres: threads, messages, resources",
         )
     )

@@ -1,7 +1,13 @@
-"""A psycopg connection pool with pgvector registered, and schema versions."""
+"""A psycopg connection pool with pgvector registered, and schema versions.
+
+Called from `AsyncMemory` (under `greenlet_spawn`: core/awaiting.py), the same
+methods take their connections from an `AsyncConnectionPool` and await
+psycopg's asyncio API instead, so that the adapters' code is written once.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import threading
@@ -9,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from recallstack.core.awaiting import await_only, entered, in_asyncio
 from recallstack.core.errors import BackendError, refuse_newer
 from recallstack.core.urls import scrub
 
@@ -65,10 +72,15 @@ class Database:
         if vector:
             _ensure_extension(url)
         self.owns_pool = pool is None
+        self.url = url.replace("postgres://", "postgresql://", 1)
+        self.sizes = (min_size, max_size)
+        self.vector = vector
+        self._async: tuple[asyncio.AbstractEventLoop, Any, asyncio.Task[None]] | None = None
+        """The asyncio pool, the loop it belongs to, and its opening."""
         if pool is None:
             configure = _register_vector if vector else None
             pool = ConnectionPool(
-                url.replace("postgres://", "postgresql://", 1),
+                self.url,
                 min_size=min_size,
                 max_size=max_size,
                 kwargs={"autocommit": True},
@@ -94,6 +106,10 @@ class Database:
     @contextmanager
     def cursor(self, transaction: bool = False) -> Iterator[Any]:
         """A cursor; with `transaction=True` everything in the block commits together."""
+        if in_asyncio():
+            with self._awaiting_cursor(transaction) as cur:
+                yield cur
+            return
         try:
             with self.pool.connection() as conn:
                 if transaction:
@@ -115,6 +131,8 @@ class Database:
         are rows is read from the result's status: `cursor.description` builds
         a column object per field on every call (3 µs for three columns).
         """
+        if in_asyncio():
+            return self._awaiting_query(sql, params)
         try:
             conn = self.pool.getconn()  # a pool that cannot connect raises PoolTimeout here
             try:
@@ -128,6 +146,52 @@ class Database:
                 self.pool.putconn(conn)
         except self.errors as exc:
             raise BackendError(f"postgres: {exc}") from exc
+
+    def _awaiting_query(
+        self, sql: Any, params: Sequence[Any] | dict[str, Any]
+    ) -> list[tuple[Any, ...]]:
+        try:
+            with entered(self._async_pool().connection()) as conn:
+                cur = self._cursor(conn)
+                await_only(cur.execute(sql, params))
+                returned = cur.pgresult.status == self.tuples_ok
+                return await_only(cur.fetchall()) if returned else []
+        except self.errors as exc:
+            raise BackendError(f"postgres: {exc}") from exc
+
+    @contextmanager
+    def _awaiting_cursor(self, transaction: bool) -> Iterator[AwaitingCursor]:
+        try:
+            with entered(self._async_pool().connection()) as conn:
+                if transaction:
+                    with entered(conn.transaction()), entered(self._cursor(conn)) as cur:
+                        yield AwaitingCursor(cur)
+                else:
+                    with entered(self._cursor(conn)) as cur:
+                        yield AwaitingCursor(cur)
+        except self.errors as exc:
+            raise BackendError(f"postgres: {exc}") from exc
+
+    def _async_pool(self) -> Any:
+        """The running loop's asyncio pool, made on its first use there (an asyncio
+        pool belongs to one loop: a memory used from another loop makes another)."""
+        from psycopg_pool import AsyncConnectionPool
+
+        loop = asyncio.get_running_loop()
+        if self._async is None or self._async[0] is not loop:
+            pool = AsyncConnectionPool(
+                self.url,
+                min_size=self.sizes[0],
+                max_size=self.sizes[1],
+                kwargs={"autocommit": True},
+                configure=_register_vector_async if self.vector else None,
+                open=False,
+            )
+            self._async = (loop, pool, loop.create_task(pool.open()))
+        _, pool, opening = self._async
+        if not opening.done():
+            await_only(opening)  # every task that comes meanwhile awaits the same opening
+        return pool
 
     def wrote(self, tables: Sequence[str], rows: int) -> None:
         """Note `rows` written to each table; ANALYZE a table once this process has
@@ -193,9 +257,26 @@ class Database:
             )
 
     def close(self) -> None:
-        """Close the pool made from the URL; a pool the caller passed stays theirs."""
+        """Close the pool made from the URL (a pool the caller passed stays theirs), and
+        the asyncio pool: awaited when closing from its loop, or on its loop when that
+        runs in another thread; the pool of a loop that has stopped is dropped, and its
+        connections end with their sockets."""
+        if self._async is not None:
+            loop, pool, _ = self._async
+            self._async = None
+            if in_asyncio() and asyncio.get_running_loop() is loop:
+                await_only(pool.close())
+            elif loop.is_running() and not _runs_here(loop):
+                asyncio.run_coroutine_threadsafe(pool.close(), loop).result()
         if self.owns_pool:
             self.pool.close()
+
+
+def _runs_here(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
 
 
 def _ensure_extension(url: str) -> None:
@@ -220,3 +301,49 @@ def _register_vector(conn: Any) -> None:
     from pgvector.psycopg import register_vector
 
     register_vector(conn)
+
+
+async def _register_vector_async(conn: Any) -> None:
+    from pgvector.psycopg import register_vector_async
+
+    await register_vector_async(conn)
+
+
+class AwaitingCursor:
+    """A psycopg `AsyncCursor` with the blocking `Cursor` methods the adapters use,
+    each awaited with `await_only`."""
+
+    def __init__(self, cursor: Any) -> None:
+        self._cursor = cursor
+
+    def execute(self, sql: Any, params: Any = None) -> AwaitingCursor:
+        await_only(self._cursor.execute(sql, params))
+        return self
+
+    def executemany(self, sql: Any, rows: Any) -> None:
+        await_only(self._cursor.executemany(sql, rows))
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return await_only(self._cursor.fetchall())
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        row: tuple[Any, ...] | None = await_only(self._cursor.fetchone())
+        return row
+
+    @contextmanager
+    def copy(self, statement: str) -> Iterator[AwaitingCopy]:
+        with entered(self._cursor.copy(statement)) as copy:
+            yield AwaitingCopy(copy)
+
+
+class AwaitingCopy:
+    """A psycopg `AsyncCopy` with the blocking `Copy` methods the adapters use."""
+
+    def __init__(self, copy: Any) -> None:
+        self._copy = copy
+
+    def set_types(self, types: Sequence[str]) -> None:
+        self._copy.set_types(types)
+
+    def write_row(self, row: Sequence[Any]) -> None:
+        await_only(self._copy.write_row(row))

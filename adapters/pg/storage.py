@@ -194,6 +194,7 @@ def _message(row: tuple[Any, ...]) -> Message:
 class PgStorage(Storage):
     backend = "pg"
     keyword_search = True
+    asyncio_driver = True
 
     def __init__(self, url: str, **options: Any) -> None:
         self.db = Database(url, vector=False, **options)

@@ -85,6 +85,7 @@ class _Search:
 
 class PgVectorStore(VectorStore):
     backend = "pg"
+    asyncio_driver = True
 
     def __init__(
         self,

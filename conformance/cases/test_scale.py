@@ -16,8 +16,6 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from recallstack.adapters.memory.storage import InMemoryStorage
-from recallstack.adapters.memory.vector import InMemoryVectorStore
 from recallstack.conformance.dataset import vectors
 from recallstack.conformance.twin import Twin
 from recallstack.core.errors import InvalidInputError
@@ -111,39 +109,35 @@ def test_thousands_of_tied_scores(twin: Twin) -> None:
         assert [h.id for h in hits[:3]] == ["best", "t00000", "t00001"]
 
 
-def test_memory_saves_updates_and_deletes_thousands(twin: Twin) -> None:
+def test_memory_saves_updates_and_deletes_thousands(memory_over_vector: Memory) -> None:
     """Memory over the backend: one save of 5,000 messages, a 3,000-message thread's
     metadata re-copied to every vector, and 5,000 messages deleted in one call."""
-    name = twin.index(16)
-    memory = Memory(
-        InMemoryStorage(),
-        twin.store,
-        HashEmbedder(16),
-        {"semantic_recall": {"index_name": name}},
-    )
+    memory = memory_over_vector
+    assert memory.semantic is not None
+    store, name = memory.semantic.vector, memory.semantic.index_name()
     memory.create_thread("owner", thread_id="long")
     memory.create_thread("owner", thread_id="other")
     batch = _messages("long", LONG_THREAD, "a") + _messages("other", BATCH - LONG_THREAD, "b")
     saved = memory.save_messages(batch)
     assert (len(saved.indexed), saved.not_indexed) == (BATCH, [])
-    twin.store.wait_until_consistent(name)
-    assert twin.store.describe_index(name).count == BATCH
+    store.wait_until_consistent(name)
+    assert store.describe_index(name).count == BATCH
     again = batch[::5]  # saving again overwrites, never duplicates
     assert memory.save_messages(again).not_indexed == []
-    twin.store.wait_until_consistent(name)
-    assert twin.store.describe_index(name).count == BATCH
+    store.wait_until_consistent(name)
+    assert store.describe_index(name).count == BATCH
 
     updated = memory.update_thread("long", metadata={"topic": "boats"})
     assert (len(updated.indexed), updated.not_indexed) == (LONG_THREAD, [])
-    twin.store.wait_until_consistent(name)
-    query = HashEmbedder(16).embed(["note about topic"])[0]
-    boats = twin.store.query(name, query, BATCH, filter={"topic": "boats"})
+    store.wait_until_consistent(name)
+    query = HashEmbedder(32).embed(["note about topic"])[0]
+    boats = store.query(name, query, BATCH, filter={"topic": "boats"})
     assert {h.metadata["message_id"] for h in boats} == {m.id for m in batch[:LONG_THREAD]}
     assert all(h.metadata["thread_id"] == "long" for h in boats)
 
     memory.delete_messages([m.id for m in batch])
-    twin.store.wait_until_consistent(name)
-    assert twin.store.describe_index(name).count == 0
+    store.wait_until_consistent(name)
+    assert store.describe_index(name).count == 0
 
 
 # ---- storages -----------------------------------------------------------------------
@@ -175,19 +169,17 @@ def test_a_thousand_message_windows(storage: Storage, ids: Ids) -> None:
     assert {m.id for m in windows} == expected
 
 
-def test_recall_with_top_k_1000_and_neighbours(storage: Storage, ids: Ids) -> None:
+def test_recall_with_top_k_1000_and_neighbours(memory_over_storage: Memory, ids: Ids) -> None:
+    memory = memory_over_storage
     rid = ids("recall-r")
     thread_id = ids("recall-t")
-    memory = Memory(
-        storage,
-        InMemoryVectorStore(),
-        HashEmbedder(16),
-        {"semantic_recall": {"top_k": 1_000, "message_range": 2}, "last_messages": 0},
-    )
+    config = {"semantic_recall": {"top_k": 1_000, "message_range": 2}, "last_messages": 0}
     memory.create_thread(rid, thread_id=thread_id)
     thread = _messages(thread_id, LONG_THREAD, f"{thread_id}-m")
     assert memory.save_messages(thread).not_indexed == []
-    result = memory.recall(thread_id, vector_search_string="note about topic 5", per_page=0)
+    result = memory.recall(
+        thread_id, vector_search_string="note about topic 5", per_page=0, thread_config=config
+    )
     assert len(result.hits) == 1_000
     position = {m.id: n for n, m in enumerate(thread)}
     targets = [position[h.message_id] for h in result.hits]

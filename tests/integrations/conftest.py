@@ -3,8 +3,7 @@ on Postgres, with the hash embedder and a small recall (the best two, no neighbo
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -15,10 +14,9 @@ OPTIONS = {"last_messages": 4, "semantic_recall": {"top_k": 2, "message_range": 
 
 
 @pytest.fixture(params=["libsql", "pg"])
-def memory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[AsyncMemory]:
+async def memory(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AsyncMemory]:
     url = f"libsql:///{tmp_path / 'm.db'}"
     if request.param == "pg":
         url = request.getfixturevalue("pg_url")
-    mem = AsyncMemory(url, url, "hash/64", OPTIONS)
-    yield mem
-    asyncio.run(mem.aclose())
+    async with AsyncMemory(url, url, "hash/64", OPTIONS) as mem:
+        yield mem

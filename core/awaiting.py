@@ -1,0 +1,87 @@
+"""Blocking-style adapter code that awaits an asyncio driver, without a second copy.
+
+An adapter whose driver has an asyncio API (psycopg's `AsyncConnection`, ...)
+keeps one implementation of the contract. `AsyncMemory` calls its methods through
+`greenlet_spawn`, on the event loop; where the adapter reaches its driver it
+checks `in_asyncio()` and, when true, hands the driver's coroutine to
+`await_only`, which suspends the method until the loop has awaited it. This is
+how SQLAlchemy's asyncio extension runs its ORM over asyncio drivers. The
+adapter declares it with `asyncio_driver = True` (`Storage`, `VectorStore`);
+other adapters are called in a worker thread.
+
+greenlet is a dependency of the extras whose adapters do this; it is imported
+on first use.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, contextmanager
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def in_asyncio() -> bool:
+    """Whether this code runs under `greenlet_spawn`, so that it may `await_only`."""
+    greenlet = sys.modules.get("greenlet")  # never imported: nothing was spawned
+    return greenlet is not None and isinstance(greenlet.getcurrent(), _spawned_class())
+
+
+def await_only(awaitable: Awaitable[T]) -> T:
+    """The result of `awaitable`, awaited by the event loop that runs this code's
+    `greenlet_spawn`; this code is suspended meanwhile and the loop goes on."""
+    import greenlet
+
+    current = greenlet.getcurrent()
+    if not isinstance(current, _spawned_class()):
+        raise RuntimeError("await_only() needs code started by greenlet_spawn()")
+    parent = current.parent
+    assert parent is not None  # a spawned greenlet's parent is the coroutine awaiting for it
+    result: T = parent.switch(awaitable)
+    return result
+
+
+async def greenlet_spawn(function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """`function(*args, **kwargs)`, run here on the event loop: each `await_only` in
+    it is awaited, and its exceptions are raised back into it."""
+    import greenlet
+
+    spawned = _spawned_class()(function, greenlet.getcurrent())
+    spawned.gr_context = greenlet.getcurrent().gr_context  # the task's context variables
+    result: Any = spawned.switch(*args, **kwargs)
+    while not spawned.dead:
+        try:
+            value = await result
+        except BaseException:
+            result = spawned.throw(*sys.exc_info())
+        else:
+            result = spawned.switch(value)
+    return result  # type: ignore[no-any-return]
+
+
+@contextmanager
+def entered(manager: AbstractAsyncContextManager[T]) -> Iterator[T]:
+    """An asynchronous context manager entered and exited with `await_only`."""
+    value = await_only(manager.__aenter__())
+    try:
+        yield value
+    except BaseException as exc:
+        if not await_only(manager.__aexit__(type(exc), exc, exc.__traceback__)):
+            raise
+    else:
+        await_only(manager.__aexit__(None, None, None))
+
+
+@functools.cache
+def _spawned_class() -> type:
+    """The greenlet class `greenlet_spawn` runs code in (made on first use, so that
+    importing this module needs no greenlet)."""
+    import greenlet
+
+    class Spawned(greenlet.greenlet):
+        """A greenlet whose parent is the coroutine that awaits for it."""
+
+    return Spawned

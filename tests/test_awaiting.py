@@ -1,0 +1,73 @@
+"""core/awaiting.py: blocking-style code that awaits, under greenlet_spawn."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from recallstack.core.awaiting import await_only, entered, greenlet_spawn, in_asyncio
+
+
+class Closing:
+    """An asynchronous context manager that records how it was left."""
+
+    def __init__(self) -> None:
+        self.exits: list[object] = []
+
+    async def __aenter__(self) -> str:
+        await asyncio.sleep(0)
+        return "entered"
+
+    async def __aexit__(self, kind: object, *rest: object) -> bool:
+        await asyncio.sleep(0)
+        self.exits.append(kind)
+        return False
+
+
+def blocking_style(delay: float) -> tuple[bool, str, float]:
+    started = asyncio.get_running_loop().time()
+    with entered(Closing()) as value:
+        await_only(asyncio.sleep(delay))
+    return in_asyncio(), value, asyncio.get_running_loop().time() - started
+
+
+def test_spawned_code_awaits_and_the_loop_goes_on() -> None:
+    async def main() -> list[tuple[bool, str, float]]:
+        return await asyncio.gather(*(greenlet_spawn(blocking_style, 0.05) for _ in range(20)))
+
+    results = asyncio.run(main())
+    assert all(inside and value == "entered" for inside, value, _ in results)
+    assert max(took for _, _, took in results) < 0.5  # 20 sleeps of 50 ms overlapped
+
+
+def test_errors_travel_both_ways() -> None:
+    manager = Closing()
+
+    def fails_inside() -> None:
+        with entered(manager):
+            await_only(asyncio.sleep(0))
+            raise KeyError("from the blocking side")
+
+    def catches_the_awaited_error() -> str:
+        try:
+            await_only(asyncio.wait_for(asyncio.sleep(1), timeout=0.01))
+        except TimeoutError:
+            return "caught"
+        return "not raised"
+
+    async def main() -> str:
+        with pytest.raises(KeyError, match="blocking side"):
+            await greenlet_spawn(fails_inside)
+        return await greenlet_spawn(catches_the_awaited_error)
+
+    assert asyncio.run(main()) == "caught"
+    assert manager.exits == [KeyError]
+
+
+def test_await_only_needs_greenlet_spawn() -> None:
+    assert not in_asyncio()
+    sleeping = asyncio.sleep(0)
+    with pytest.raises(RuntimeError, match="greenlet_spawn"):
+        await_only(sleeping)
+    sleeping.close()
