@@ -145,9 +145,7 @@ class Suite:
         if params is None or params.params.get("backend_api") != "awaited":
             return False
         targets = [params.params.get(f"{k}_target") for k in ("vector", "storage")]
-        return not any(
-            self.registry.backends[t.kind][t.backend].asyncio_driver for t in targets if t
-        )
+        return not any(t.asyncio_driver for t in targets if t)
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

@@ -48,10 +48,6 @@ class Backend(Generic[Made]):
     """The `recallstack[...]` extra that installs the driver."""
     requires: tuple[str, ...] = ()
     """Modules that must be importable; checked before the factory runs."""
-    asyncio_driver: bool = False
-    """Whether the store awaits an asyncio driver under `AsyncMemory` (its class says so
-    too: `Storage.asyncio_driver`); the conformance suite then runs its storage- and
-    vector-level cases awaited as well."""
     description: str = ""
     plugin: str = ""
     """Filled in by the registry: the name of the plugin that registered it."""
@@ -77,6 +73,10 @@ class ConformanceTarget:
     """Keyword options for the backend's factory in this mode."""
     stand_in: str | None = None
     """Set when the instance is a stand-in, not the real engine."""
+    asyncio_driver: bool = False
+    """Set when the store made in this mode awaits an asyncio driver under `AsyncMemory`
+    (its `asyncio_driver`): the suite then runs its storage- and vector-level cases
+    awaited as well."""
     plugin: str = ""
 
 

@@ -45,9 +45,10 @@ class Storage(ABC):
     backend: ClassVar[str]
     keyword_search: ClassVar[bool] = False
     """Whether `search_words` works here (hybrid recall needs it)."""
-    asyncio_driver: ClassVar[bool] = False
+    asyncio_driver: bool = False
     """Whether this store awaits its driver's asyncio API when `AsyncMemory` calls it
-    (core/awaiting.py); otherwise AsyncMemory calls it in a worker thread."""
+    (core/awaiting.py); otherwise AsyncMemory calls it in a worker thread. A store may
+    set it per instance (per mode)."""
 
     # ---- resources ------------------------------------------------------------
 

@@ -76,9 +76,10 @@ class VectorStore(ABC):
     driver_errors: ClassVar[tuple[type[Exception], ...]] = ()
     """What the driver raises, for stores that do not wrap it themselves: every
     public method re-raises it as `BackendError`."""
-    asyncio_driver: ClassVar[bool] = False
+    asyncio_driver: bool = False
     """Whether this store awaits its driver's asyncio API when `AsyncMemory` calls it
-    (core/awaiting.py); otherwise AsyncMemory calls it in a worker thread."""
+    (core/awaiting.py); otherwise AsyncMemory calls it in a worker thread. A store may
+    set it per instance (per mode)."""
 
     # ---- public, validated API ------------------------------------------------
 

@@ -170,3 +170,35 @@ def test_a_candidate_deleted_before_its_metadata_is_read_is_left_out(tmp_path: P
     query = np.array([1, 0], dtype=np.float32)
     hits = store._exact(collection, candidates, query, "cosine", 2, False, None)
     assert [(h.id, h.metadata) for h in hits] == [("b", {"k": 2})]
+
+
+def test_async_memory_awaits_a_servers_asyncio_client(tmp_path: Path) -> None:
+    """Under AsyncMemory a server is called through `AsyncHttpClient`, never the
+    blocking client; Chroma in process is not (it has no asyncio API)."""
+    import asyncio
+
+    from recallstack import AsyncMemory, Message
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the blocking client was used")
+
+    async def main(url: str) -> list[str]:
+        async with AsyncMemory("memory://", url, "hash/32", {"semantic_recall": True}) as memory:
+            assert memory.semantic is not None
+            store = memory.semantic.vector
+            assert isinstance(store, ChromaVectorStore) and store.asyncio_driver
+            for name in ("list_collections", "get_collection", "get_or_create_collection"):
+                setattr(store._client, name, refuse)
+            await memory.create_thread("maya", thread_id="t")
+            texts = ["sourdough starter", "Kyoto temples", "road bikes"]
+            await memory.save_messages(
+                [Message(thread_id="t", role="user", content=text) for text in texts]
+            )
+            hits = await memory.search("maya", "kyoto temples", top_k=1)
+            return [hit.message.text for hit in hits]
+
+    with server() as url:
+        assert asyncio.run(main(url)) == ["Kyoto temples"]
+    assert not ChromaVectorStore(f"chroma:///{tmp_path}").asyncio_driver
+    with pytest.raises(AssertionError, match="blocking client"):  # the probe is live
+        refuse()

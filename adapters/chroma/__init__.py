@@ -56,5 +56,11 @@ def register_conformance_targets(register: Callable[[ConformanceTarget], None]) 
         ConformanceTarget(backend="chroma", kind="vector", start=targets.folder, mode="in process")
     )
     register(
-        ConformanceTarget(backend="chroma", kind="vector", start=targets.server, mode="server")
+        ConformanceTarget(
+            backend="chroma",
+            kind="vector",
+            start=targets.server,
+            mode="server",
+            asyncio_driver=True,  # AsyncHttpClient under AsyncMemory
+        )
     )

@@ -2,7 +2,8 @@
 
 URLs: `chroma:///path/to/folder` (PersistentClient), `chroma://:memory:`
 (EphemeralClient; note that Chroma shares one in-memory system per process),
-`chroma+http://host:8000` (HttpClient). One collection per index, named by the
+`chroma+http://host:8000` (HttpClient; under AsyncMemory, AsyncHttpClient,
+awaited: core/awaiting.py). One collection per index, named by the
 SQL table rule (valid Chroma names); the logical name, dimension and metric
 live in the collection's metadata. When a query (with its filter) matches at
 most `exact_below` records, they are fetched and scored exactly in numpy:
@@ -12,6 +13,7 @@ Chroma's HNSW search, which is approximate.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from typing import Any
 
@@ -21,6 +23,7 @@ from recallstack.adapters.chroma import CAPABILITIES
 from recallstack.adapters.chroma.filters import compile_filter
 from recallstack.adapters.chroma.metadata import decode, encode
 from recallstack.adapters.table_names import table_name
+from recallstack.core.awaiting import await_only, in_asyncio
 from recallstack.core.errors import BackendError, IndexNotFoundError, InvalidInputError
 from recallstack.core.filters import Node
 from recallstack.core.metadata import Metadata
@@ -30,6 +33,8 @@ from recallstack.core.vector_store import VectorBatch, VectorStore, wraps_driver
 from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult, trusted_hit
 
 SPACES: dict[Metric, str] = {"cosine": "cosine", "euclidean": "l2", "dotproduct": "ip"}
+Handles = dict[str, tuple[Any, tuple[int, Metric]]]
+"""Collections and their (dimension, metric), by index name."""
 
 
 def connect(url: str) -> Any:
@@ -37,25 +42,14 @@ def connect(url: str) -> Any:
     `chroma+https://host:port` (Chroma Cloud), with `?tenant=`/`?database=` and the
     token from `?token=` or $CHROMA_API_KEY."""
     import chromadb
-    from chromadb.config import DEFAULT_DATABASE, DEFAULT_TENANT
 
     if url == "chroma://:memory:":
         return chromadb.EphemeralClient()
     if url.startswith("chroma:///") and len(url) > len("chroma:///"):
         return chromadb.PersistentClient(path=url[len("chroma:///") :])
-    if url.startswith(("chroma+http://", "chroma+https://")):
-        server = endpoint(url)
-        tls = server.scheme == "chroma+https"
-        token = server.secret("token", "CHROMA_API_KEY")
+    if is_server(url):
         try:  # the client calls the server at once
-            return chromadb.HttpClient(
-                host=server.host,
-                port=server.port or (443 if tls else 8000),
-                ssl=tls,
-                headers={"x-chroma-token": token} if token else None,
-                tenant=server.params.get("tenant", DEFAULT_TENANT),
-                database=server.params.get("database", DEFAULT_DATABASE),
-            )
+            return chromadb.HttpClient(**server_options(url))
         except Exception as exc:
             raise BackendError(
                 f"chroma: cannot reach {redact(url)}: {scrub(str(exc), url)}"
@@ -64,6 +58,27 @@ def connect(url: str) -> Any:
         f"{redact(url)!r}: write chroma:///folder, chroma://:memory:, "
         "chroma+http://host:port or chroma+https://host:port"
     )
+
+
+def is_server(url: str) -> bool:
+    return url.startswith(("chroma+http://", "chroma+https://"))
+
+
+def server_options(url: str) -> dict[str, Any]:
+    """`HttpClient`'s (and `AsyncHttpClient`'s) arguments for a server URL."""
+    from chromadb.config import DEFAULT_DATABASE, DEFAULT_TENANT
+
+    server = endpoint(url)
+    tls = server.scheme == "chroma+https"
+    token = server.secret("token", "CHROMA_API_KEY")
+    return {
+        "host": server.host,
+        "port": server.port or (443 if tls else 8000),
+        "ssl": tls,
+        "headers": {"x-chroma-token": token} if token else None,
+        "tenant": server.params.get("tenant", DEFAULT_TENANT),
+        "database": server.params.get("database", DEFAULT_DATABASE),
+    }
 
 
 def _replace(collection: Any, ids: list[str], vectors: Any, metadatas: list[Any]) -> None:
@@ -92,13 +107,44 @@ class ChromaVectorStore(VectorStore):
 
     @wraps_driver_errors
     def __init__(self, url: str, *, exact_below: int = 5000) -> None:
-        self.client = connect(url)
+        self._client = connect(url)
+        self._url = url
+        self.asyncio_driver = is_server(url)
+        """A server is awaited through `AsyncHttpClient` under AsyncMemory; Chroma in
+        process has no asyncio API, and is called in a worker thread."""
+        self._awaiting: tuple[asyncio.AbstractEventLoop, AwaitingClient, Handles] | None = None
+        """The asyncio client of the loop that last used it, and its collections."""
         self.exact_below = exact_below
-        self._handles: dict[str, tuple[Any, tuple[int, Metric]]] = {}
+        self._blocking_handles: Handles = {}
         self._large: set[str] = set()
         """Indexes seen holding more than `exact_below` records: unfiltered queries go
         straight to HNSW. Our own deletes forget it; growth elsewhere is caught by the
         `limit` of the exact read."""
+
+    @property
+    def client(self) -> Any:
+        """The client: under AsyncMemory on a server, the running loop's
+        `AsyncHttpClient` with its calls awaited (core/awaiting.py)."""
+        awaited = self._awaited()
+        return self._client if awaited is None else awaited[1]
+
+    @property
+    def _handles(self) -> Handles:
+        """Collections and their shapes by index name, cached per client (a
+        collection calls through the client that found it)."""
+        awaited = self._awaited()
+        return self._blocking_handles if awaited is None else awaited[2]
+
+    def _awaited(self) -> tuple[asyncio.AbstractEventLoop, AwaitingClient, Handles] | None:
+        if not (self.asyncio_driver and in_asyncio()):
+            return None
+        import chromadb
+
+        loop = asyncio.get_running_loop()
+        if self._awaiting is None or self._awaiting[0] is not loop:
+            made = await_only(chromadb.AsyncHttpClient(**server_options(self._url)))
+            self._awaiting = (loop, AwaitingClient(made), {})
+        return self._awaiting
 
     def _collections(self) -> dict[str, Any]:
         found = {}
@@ -148,7 +194,9 @@ class ChromaVectorStore(VectorStore):
         return list(self._collections())
 
     def _delete_index(self, name: str) -> None:
-        self._handles.pop(name, None)
+        self._blocking_handles.pop(name, None)
+        if self._awaiting is not None:
+            self._awaiting[2].pop(name, None)
         self._large.discard(name)
         self.client.delete_collection(table_name(name))
 
@@ -296,3 +344,53 @@ class ChromaVectorStore(VectorStore):
             for i, id_ in zip(chosen, ids, strict=True)
             if id_ in metadata  # deleted between the two reads: gone
         ]
+
+
+class AwaitingClient:
+    """chromadb's `AsyncClientAPI` with the blocking client's methods this store uses,
+    each awaited with `await_only`."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def list_collections(self) -> list[AwaitingCollection]:
+        return [AwaitingCollection(c) for c in await_only(self._client.list_collections())]
+
+    def get_collection(self, name: str) -> AwaitingCollection:
+        return AwaitingCollection(await_only(self._client.get_collection(name)))
+
+    def get_or_create_collection(self, name: str, **options: Any) -> AwaitingCollection:
+        made = await_only(self._client.get_or_create_collection(name, **options))
+        return AwaitingCollection(made)
+
+    def delete_collection(self, name: str) -> None:
+        await_only(self._client.delete_collection(name))
+
+    def get_max_batch_size(self) -> int:
+        size: int = await_only(self._client.get_max_batch_size())
+        return size
+
+
+class AwaitingCollection:
+    """chromadb's `AsyncCollection` with the blocking `Collection`'s methods this store
+    uses, each awaited with `await_only`."""
+
+    def __init__(self, collection: Any) -> None:
+        self._collection = collection
+        self.metadata = collection.metadata
+
+    def count(self) -> int:
+        found: int = await_only(self._collection.count())
+        return found
+
+    def get(self, **query: Any) -> Any:
+        return await_only(self._collection.get(**query))
+
+    def query(self, **query: Any) -> Any:
+        return await_only(self._collection.query(**query))
+
+    def add(self, **records: Any) -> None:
+        await_only(self._collection.add(**records))
+
+    def delete(self, **target: Any) -> None:
+        await_only(self._collection.delete(**target))

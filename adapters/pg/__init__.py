@@ -49,7 +49,6 @@ def register_vector_stores(register: Callable[[Backend[VectorStore]], None]) -> 
             capabilities=CAPABILITIES,
             extra="pg",
             requires=DRIVERS,
-            asyncio_driver=True,
             description="Postgres + pgvector: HNSW / IVFFlat / exact, jsonb filters",
         )
     )
@@ -65,7 +64,6 @@ def register_storages(register: Callable[[Backend[Storage]], None]) -> None:
             factory=_storage,
             extra="pg",
             requires=DRIVERS,
-            asyncio_driver=True,
             description="Postgres: threads, messages, resources",
         )
     )
@@ -75,14 +73,24 @@ def register_storages(register: Callable[[Backend[Storage]], None]) -> None:
 def register_conformance_targets(register: Callable[[ConformanceTarget], None]) -> None:
     from recallstack.adapters.pg import targets
 
-    register(ConformanceTarget(backend="pg", kind="storage", start=targets.server, mode="server"))
+    server = targets.server  # every mode awaits psycopg's asyncio pool under AsyncMemory
+    register(
+        ConformanceTarget(
+            backend="pg", kind="storage", start=server, mode="server", asyncio_driver=True
+        )
+    )
     register(
         ConformanceTarget(
             backend="pg",
             kind="vector",
-            start=targets.server,
+            start=server,
             mode="exact",
             options={"search": "exact"},
+            asyncio_driver=True,
         )
     )
-    register(ConformanceTarget(backend="pg", kind="vector", start=targets.server, mode="hnsw"))
+    register(
+        ConformanceTarget(
+            backend="pg", kind="vector", start=server, mode="hnsw", asyncio_driver=True
+        )
+    )
