@@ -15,9 +15,11 @@ on first use.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+import time
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import Any, TypeVar
 
@@ -73,6 +75,47 @@ def entered(manager: AbstractAsyncContextManager[T]) -> Iterator[T]:
             raise
     else:
         await_only(manager.__aexit__(None, None, None))
+
+
+def drained(items: AsyncIterable[T]) -> list[T]:
+    """Every item of an asynchronous iterable (a driver's paginator, say), read with
+    `await_only`."""
+
+    async def collect() -> list[T]:
+        return [item async for item in items]
+
+    return await_only(collect())
+
+
+def sleep(seconds: float) -> None:
+    """`time.sleep`, or, under `greenlet_spawn`, `asyncio.sleep` awaited: the loop goes
+    on meanwhile."""
+    if in_asyncio():
+        await_only(asyncio.sleep(seconds))
+    else:
+        time.sleep(seconds)
+
+
+def finish_on(loop: asyncio.AbstractEventLoop, work: Callable[[], Awaitable[object]]) -> None:
+    """Run `work` (closing an asyncio client, say) on the loop its client belongs to:
+    awaited when this code runs there under `greenlet_spawn`, on the loop's thread
+    when the loop runs in another one. The work of a loop that has stopped is dropped:
+    its sockets end with the process."""
+    if in_asyncio() and asyncio.get_running_loop() is loop:
+        await_only(work())
+    elif loop.is_running() and not _runs_here(loop):
+        asyncio.run_coroutine_threadsafe(_awaited(work), loop).result()
+
+
+async def _awaited(work: Callable[[], Awaitable[object]]) -> None:
+    await work()
+
+
+def _runs_here(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
 
 
 @functools.cache

@@ -209,3 +209,37 @@ def test_an_index_deleted_by_another_store_is_a_backend_error_with_the_services_
     unreachable = registry().vector_store(url, host="http://127.0.0.1:1")
     with pytest.raises(BackendError, match="pinecone: "):
         unreachable.list_indexes()
+
+
+def test_async_memory_awaits_the_asyncio_client(pinecone_emulator: Emulated) -> None:
+    """Under AsyncMemory every call goes through `AsyncPinecone`, never the blocking
+    client, and `aclose()` closes the asyncio client's sessions."""
+    import asyncio
+
+    from recallstack import AsyncMemory, Message
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the blocking client was used")
+
+    async def main() -> list[str]:
+        async with AsyncMemory(
+            "memory://", pinecone_emulator[1], "hash/32", {"semantic_recall": True}
+        ) as memory:
+            assert memory.semantic is not None
+            vectors = memory.semantic.vector
+            assert isinstance(vectors, PineconeVectorStore)
+            vectors._client.index = refuse  # type: ignore[method-assign]
+            vectors._client.indexes.describe = refuse  # type: ignore[method-assign]
+            await memory.create_thread("maya", thread_id="t")
+            texts = ["sourdough starter", "Kyoto temples", "road bikes"]
+            await memory.save_messages(
+                [Message(thread_id="t", role="user", content=text) for text in texts]
+            )
+            hits = await memory.search("maya", "kyoto temples", top_k=1)
+            assert vectors._awaiting is not None
+        assert vectors._awaiting is None  # closed by aclose
+        return [hit.message.text for hit in hits]
+
+    assert asyncio.run(main()) == ["Kyoto temples"]
+    with pytest.raises(AssertionError, match="blocking client"):  # the probe is live
+        refuse()

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from recallstack.core.awaiting import await_only, entered, in_asyncio
+from recallstack.core.awaiting import await_only, entered, finish_on, in_asyncio
 from recallstack.core.errors import BackendError, refuse_newer
 from recallstack.core.urls import scrub
 
@@ -264,19 +264,9 @@ class Database:
         if self._async is not None:
             loop, pool, _ = self._async
             self._async = None
-            if in_asyncio() and asyncio.get_running_loop() is loop:
-                await_only(pool.close())
-            elif loop.is_running() and not _runs_here(loop):
-                asyncio.run_coroutine_threadsafe(pool.close(), loop).result()
+            finish_on(loop, pool.close)
         if self.owns_pool:
             self.pool.close()
-
-
-def _runs_here(loop: asyncio.AbstractEventLoop) -> bool:
-    try:
-        return asyncio.get_running_loop() is loop
-    except RuntimeError:
-        return False
 
 
 def _ensure_extension(url: str) -> None:

@@ -67,11 +67,16 @@ def register_conformance_targets(register: Callable[[ConformanceTarget], None]) 
             start=targets.emulator,
             mode="serverless",
             stand_in="a loopback emulator of the REST API",
+            asyncio_driver=True,  # AsyncPinecone under AsyncMemory
         )
     )
     if os.environ.get(KEY_ENV):
         register(
             ConformanceTarget(
-                backend="pinecone", kind="vector", start=targets.service, mode="service"
+                backend="pinecone",
+                kind="vector",
+                start=targets.service,
+                mode="service",
+                asyncio_driver=True,
             )
         )

@@ -8,11 +8,13 @@ update by filter list the matching ids with filtered queries (serverless
 indexes have no delete by filter), then act on the ids. Queries ask for one
 more hit than top_k, and more while it ties with the last, so ties at the cut
 are ordered by id; scores follow docs/spec/backends.md §3 (Pinecone's
-euclidean score is the squared distance).
+euclidean score is the squared distance). Under AsyncMemory the same code runs
+over the SDK's `AsyncPinecone`, each call awaited (core/awaiting.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
@@ -28,6 +30,7 @@ import numpy as np
 from recallstack.adapters.pinecone import CAPABILITIES, KEY_ENV
 from recallstack.adapters.pinecone.filters import compile_filter
 from recallstack.adapters.pinecone.metadata import ORIGINAL_ID, decode, encode
+from recallstack.core.awaiting import await_only, drained, finish_on, in_asyncio, sleep
 from recallstack.core.batching import batched
 from recallstack.core.errors import BackendError, IndexNotFoundError, InvalidInputError
 from recallstack.core.filters import Node
@@ -47,6 +50,8 @@ MAX_WITH_METADATA = 1_000
 MAX_TOP_K = 10_000
 MAX_ID = 512
 NAME_LIMIT = 45
+Indexes = dict[str, tuple[int, Metric, Any]]
+"""Each index's (dimension, metric, data-plane client), by logical name."""
 
 
 def pinecone_name(prefix: str, name: str) -> str:
@@ -67,6 +72,8 @@ def record_id(id_: str) -> str:
 class PineconeVectorStore(VectorStore):
     backend = "pinecone"
     capabilities = CAPABILITIES
+    asyncio_driver = True
+    """Under AsyncMemory, the SDK's `AsyncPinecone`, awaited (core/awaiting.py)."""
 
     def __init__(
         self,
@@ -96,13 +103,46 @@ class PineconeVectorStore(VectorStore):
         self.cloud, self.region, self.namespace = cloud, region, namespace
         self.timeout = consistency_timeout
         self.driver_errors = (PineconeError,)  # type: ignore[misc]
+        self._host = host or query.get("host")
         try:
-            self.client = Pinecone(api_key=self._key, host=host or query.get("host"))
+            self._client = Pinecone(api_key=self._key, host=self._host)
         except PineconeError as exc:  # a malformed host, say
             raise BackendError(f"pinecone: {exc}") from exc
-        self._indexes: dict[str, tuple[int, Metric, Any]] = {}
+        self._blocking_indexes: Indexes = {}
+        self._awaiting: tuple[asyncio.AbstractEventLoop, AwaitingPinecone, Indexes] | None = None
+        """The asyncio client of the loop that last used it, and its data-plane clients."""
         self._written: dict[str, list[str]] = {}
         self._removed: dict[str, list[str]] = {}
+
+    @property
+    def client(self) -> Any:
+        """The client: under AsyncMemory, the running loop's `AsyncPinecone`."""
+        awaited = self._awaited()
+        return self._client if awaited is None else awaited[1]
+
+    @property
+    def _indexes(self) -> Indexes:
+        """Each index's shape and data-plane client, cached per client."""
+        awaited = self._awaited()
+        return self._blocking_indexes if awaited is None else awaited[2]
+
+    def _awaited(self) -> tuple[asyncio.AbstractEventLoop, AwaitingPinecone, Indexes] | None:
+        if not in_asyncio():
+            return None
+        from pinecone import AsyncPinecone
+
+        loop = asyncio.get_running_loop()
+        if self._awaiting is None or self._awaiting[0] is not loop:
+            made = AsyncPinecone(api_key=self._key, host=self._host)
+            self._awaiting = (loop, AwaitingPinecone(made), {})
+        return self._awaiting
+
+    def close(self) -> None:
+        """Closes the asyncio client's sessions (the blocking client needs no closing)."""
+        if self._awaiting is not None:
+            loop, client, _ = self._awaiting
+            self._awaiting = None
+            finish_on(loop, client.close)
 
     # ---- indexes ----------------------------------------------------------------
 
@@ -175,7 +215,9 @@ class PineconeVectorStore(VectorStore):
 
     def _delete_index(self, name: str) -> None:
         self.client.indexes.delete(pinecone_name(self.prefix, name))
-        self._indexes.pop(name, None)
+        self._blocking_indexes.pop(name, None)
+        if self._awaiting is not None:
+            self._awaiting[2].pop(name, None)
 
     # ---- writes -------------------------------------------------------------------
 
@@ -316,7 +358,7 @@ class PineconeVectorStore(VectorStore):
                 raise BackendError(
                     f"pinecone: writes to {name!r} not visible after {self.timeout:g} s"
                 )
-            time.sleep(0.25)
+            sleep(0.25)
 
 
 class _Hit:
@@ -347,3 +389,62 @@ def _requests(records: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
         size += length
     if chunk:
         yield chunk
+
+
+class AwaitingPinecone:
+    """The SDK's `AsyncPinecone` with the blocking client's parts this store uses, each
+    call awaited with `await_only`."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.indexes = AwaitingIndexes(client.indexes)
+
+    def index(self, *, host: str) -> AwaitingIndex:
+        return AwaitingIndex(await_only(self._client.index(host=host)))
+
+    async def close(self) -> None:
+        await self._client.close()
+
+
+class AwaitingIndexes:
+    """`AsyncPinecone.indexes`, awaited."""
+
+    def __init__(self, indexes: Any) -> None:
+        self._indexes = indexes
+
+    def describe(self, name: str) -> Any:
+        return await_only(self._indexes.describe(name))
+
+    def create(self, **spec: Any) -> Any:
+        return await_only(self._indexes.create(**spec))
+
+    def delete(self, name: str) -> None:
+        await_only(self._indexes.delete(name))
+
+    def list(self) -> list[Any]:
+        return drained(self._indexes.list())
+
+
+class AwaitingIndex:
+    """The SDK's `AsyncIndex` with the blocking `Index`'s methods this store uses."""
+
+    def __init__(self, index: Any) -> None:
+        self._index = index
+
+    def upsert(self, **request: Any) -> Any:
+        return await_only(self._index.upsert(**request))
+
+    def fetch(self, **request: Any) -> Any:
+        return await_only(self._index.fetch(**request))
+
+    def query(self, **request: Any) -> Any:
+        return await_only(self._index.query(**request))
+
+    def delete(self, **request: Any) -> Any:
+        return await_only(self._index.delete(**request))
+
+    def describe_index_stats(self) -> Any:
+        return await_only(self._index.describe_index_stats())
+
+    def list(self, **request: Any) -> list[Any]:
+        return drained(self._index.list(**request))

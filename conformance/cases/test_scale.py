@@ -109,6 +109,7 @@ def test_thousands_of_tied_scores(twin: Twin) -> None:
         assert [h.id for h in hits[:3]] == ["best", "t00000", "t00001"]
 
 
+@pytest.mark.parametrize("memory_api", ["Memory"], indirect=True)  # async: test_async_memory
 def test_memory_saves_updates_and_deletes_thousands(memory_over_vector: Memory) -> None:
     """Memory over the backend: one save of 5,000 messages, a 3,000-message thread's
     metadata re-copied to every vector, and 5,000 messages deleted in one call."""
@@ -169,6 +170,7 @@ def test_a_thousand_message_windows(storage: Storage, ids: Ids) -> None:
     assert {m.id for m in windows} == expected
 
 
+@pytest.mark.parametrize("memory_api", ["Memory"], indirect=True)  # async: test_async_memory
 def test_recall_with_top_k_1000_and_neighbours(memory_over_storage: Memory, ids: Ids) -> None:
     memory = memory_over_storage
     rid = ids("recall-r")
