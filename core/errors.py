@@ -91,14 +91,15 @@ def refuse_newer(component: str, stored: int, known: int) -> None:
 
 
 class MissingDependencyError(RecallstackError, ImportError):
-    """A backend's optional driver is not installed; the message names the extra."""
+    """A backend's optional driver (or an integration's framework) is not installed; the
+    message names the extra."""
 
-    def __init__(self, backend: str, module: str, extra: str) -> None:
+    def __init__(self, backend: str, module: str, extra: str, *, kind: str = "backend") -> None:
         self.backend = backend
         self.module = module
         self.extra = extra
         super().__init__(
-            f"the {backend} backend needs the {module!r} package: "
+            f"the {backend} {kind} needs the {module!r} package: "
             f'pip install "recallstack[{extra}]"'
         )
 

@@ -1,2 +1,12 @@
-"""Adapters to the interfaces of agent frameworks; each module imports its framework,
-so it needs that framework's extra (`pip install "recallstack[langchain]"`)."""
+"""Adapters to the interfaces of agent frameworks. Each module imports its framework,
+so it needs that framework's extra (`pip install "recallstack[langchain]"`); without
+it, importing the module raises `MissingDependencyError` naming the extra."""
+
+from __future__ import annotations
+
+from recallstack.core.errors import MissingDependencyError
+
+
+def missing(name: str, exc: ImportError, extra: str) -> MissingDependencyError:
+    """The error for an integration whose framework did not import."""
+    return MissingDependencyError(name, exc.name or extra, extra, kind="integration")

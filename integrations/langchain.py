@@ -14,9 +14,14 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from langchain_core.documents import Document
-from langchain_core.embeddings import Embeddings
-from langchain_core.vectorstores import VectorStore as LangChainVectorStore
+from recallstack.integrations import missing
+
+try:
+    from langchain_core.documents import Document
+    from langchain_core.embeddings import Embeddings
+    from langchain_core.vectorstores import VectorStore as LangChainVectorStore
+except ImportError as exc:
+    raise missing("langchain", exc, "langchain") from exc
 
 from recallstack.core.batching import batched
 from recallstack.core.embedder import Embedder

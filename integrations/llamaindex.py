@@ -12,9 +12,14 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
-from llama_index.core.bridge.pydantic import ConfigDict, Field
-from llama_index.core.memory.memory import BaseMemoryBlock
+from recallstack.integrations import missing
+
+try:
+    from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
+    from llama_index.core.bridge.pydantic import ConfigDict, Field
+    from llama_index.core.memory.memory import BaseMemoryBlock
+except ImportError as exc:
+    raise missing("llamaindex", exc, "llamaindex") from exc
 
 from recallstack.core.async_memory import AsyncMemory
 from recallstack.core.errors import InvalidInputError

@@ -12,7 +12,12 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, cast
 
-from agents import FunctionTool, SessionSettings, TResponseInputItem, function_tool
+from recallstack.integrations import missing
+
+try:
+    from agents import FunctionTool, SessionSettings, TResponseInputItem, function_tool
+except ImportError as exc:
+    raise missing("openai_agents", exc, "openai-agents") from exc
 
 from recallstack.core.async_memory import AsyncMemory
 from recallstack.core.inputs import check_id

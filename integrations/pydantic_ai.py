@@ -12,16 +12,21 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic_ai import Tool
-from pydantic_ai.capabilities import ProcessHistory
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    SystemPromptPart,
-    TextPart,
-    UserPromptPart,
-)
+from recallstack.integrations import missing
+
+try:
+    from pydantic_ai import Tool
+    from pydantic_ai.capabilities import ProcessHistory
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelRequest,
+        ModelResponse,
+        SystemPromptPart,
+        TextPart,
+        UserPromptPart,
+    )
+except ImportError as exc:
+    raise missing("pydantic_ai", exc, "pydantic-ai") from exc
 
 from recallstack.core.async_memory import AsyncMemory
 from recallstack.core.inputs import check_id
