@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from recallstack.integrations import missing
+from recallstack.integrations import async_memory, missing
 
 try:
     from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
@@ -49,10 +49,8 @@ class RecallstackMemoryBlock(BaseMemoryBlock[str]):
     resource_id: str = Field(description="The user (or agent) whose memory this is.")
 
     def __init__(self, *, memory: AsyncMemory, resource_id: str, **fields: Any) -> None:
-        if not isinstance(memory, AsyncMemory):
-            raise InvalidInputError(f"memory must be an AsyncMemory, got {type(memory).__name__}")
-        check_id(resource_id, "resource_id")
-        super().__init__(**{"memory": memory, "resource_id": resource_id, **fields})
+        fields.update(memory=async_memory(memory), resource_id=check_id(resource_id, "resource_id"))
+        super().__init__(**fields)
 
     async def _aget(
         self,

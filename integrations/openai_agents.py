@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, cast
 
-from recallstack.integrations import missing
+from recallstack.integrations import async_memory, missing
 
 try:
     from agents import FunctionTool, SessionSettings, TResponseInputItem, function_tool
@@ -50,7 +50,7 @@ class RecallstackSession:
     ) -> None:
         check_id(session_id, "session_id")
         check_id(resource_id, "resource_id")
-        self.memory = memory
+        self.memory = async_memory(memory)
         self.session_id = session_id
         self.resource_id = resource_id
         self.session_settings = session_settings
@@ -137,6 +137,7 @@ class RecallstackSession:
 
 def memory_search_tool(memory: AsyncMemory, *, resource_id: str, top_k: int = 5) -> FunctionTool:
     """A tool the agent can call to search everything this user said before."""
+    async_memory(memory)
     check_id(resource_id, "resource_id")
 
     async def search_memory(query: str) -> list[str]:

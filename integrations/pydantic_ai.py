@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from recallstack.integrations import missing
+from recallstack.integrations import async_memory, missing
 
 try:
     from pydantic_ai import Tool
@@ -41,6 +41,7 @@ def recall_history(memory: AsyncMemory, *, thread_id: str, resource_id: str) -> 
     prompt, what the memory recalls for it (its semantic recall options: scope,
     `top_k`, neighbours) is added to that request as a system part, oldest first.
     Later requests of the same run (after tool calls) are left as they are."""
+    async_memory(memory)
     check_id(thread_id, "thread_id")
     check_id(resource_id, "resource_id")
 
@@ -64,6 +65,7 @@ def recall_history(memory: AsyncMemory, *, thread_id: str, resource_id: str) -> 
 
 def memory_search_tool(memory: AsyncMemory, *, resource_id: str, top_k: int = 5) -> Tool[Any]:
     """A tool the model can call to search everything this user said before."""
+    async_memory(memory)
     check_id(resource_id, "resource_id")
 
     async def search_memory(query: str) -> list[str]:
@@ -80,6 +82,7 @@ async def save_run(
     """Keep a run's conversation (`result.new_messages()`): each user prompt and each
     response's text becomes a message of the thread, which is made if need be. System
     parts, tool calls and tool returns are not kept; saving a run again replaces it."""
+    async_memory(memory)
     kept: list[Message] = []
     for n, message in enumerate(messages):
         stem = f"{message.run_id or uuid.uuid4()}:{n}"

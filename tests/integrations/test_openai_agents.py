@@ -120,6 +120,8 @@ async def test_another_resources_thread_is_refused(memory: AsyncMemory) -> None:
 async def test_bad_input_is_refused_before_anything_is_written(memory: AsyncMemory) -> None:
     with pytest.raises(InvalidInputError, match="session_id"):
         RecallstackSession(memory, 7, resource_id="maya")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="AsyncMemory"):
+        RecallstackSession("libsql:///m.db", "s", resource_id="maya")  # type: ignore[arg-type]
     session = RecallstackSession(memory, "s", resource_id="maya")
     await session.add_items([user("kept")])
     with pytest.raises(InvalidInputError):

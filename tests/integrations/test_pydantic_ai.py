@@ -146,3 +146,10 @@ async def test_a_thread_of_another_resource_is_refused(memory: AsyncMemory) -> N
         await save_run(memory, result.new_messages(), thread_id="trip", resource_id="sam")
     page = await memory.recall("trip", "maya")
     assert len(page.messages) == 3
+
+
+def test_bad_arguments_are_refused(memory: AsyncMemory) -> None:
+    with pytest.raises(InvalidInputError, match="AsyncMemory"):
+        recall_history("libsql:///m.db", thread_id="t", resource_id="maya")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="resource_id"):
+        memory_search_tool(memory, resource_id=7)  # type: ignore[arg-type]
