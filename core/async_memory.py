@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from recallstack.core.awaiting import greenlet_spawn
+from recallstack.core.awaiting import greenlet_installed, greenlet_spawn
 from recallstack.core.calls import arun
 from recallstack.core.config import MemoryConfig
 from recallstack.core.embedder import Embedder
@@ -42,11 +42,12 @@ from recallstack.core.vector_store import VectorStore
 
 class AwaitedBackend:
     """A store whose methods are awaited: on the event loop when it awaits its
-    driver's asyncio API (`asyncio_driver`), else in a worker thread."""
+    driver's asyncio API (`asyncio_driver`, and greenlet, which its extra brings, is
+    installed), else in a worker thread."""
 
     def __init__(self, backend: object) -> None:
         self._backend = backend
-        native = getattr(backend, "asyncio_driver", False)
+        native = getattr(backend, "asyncio_driver", False) and greenlet_installed()
         self._spawn: Callable[..., Awaitable[Any]] = greenlet_spawn if native else asyncio.to_thread
 
     def __getattr__(self, name: str) -> Any:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib.util
 import sys
 import time
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterator
@@ -24,6 +25,10 @@ from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+
+def greenlet_installed() -> bool:
+    return importlib.util.find_spec("greenlet") is not None
 
 
 def in_asyncio() -> bool:
