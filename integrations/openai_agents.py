@@ -22,7 +22,7 @@ except ImportError as exc:
 from recallstack.core.async_memory import AsyncMemory
 from recallstack.core.inputs import check_id
 from recallstack.core.messages import Message, Role, utc_now
-from recallstack.integrations.recalled import NOTE, line, note
+from recallstack.integrations.recalled import NOTE, memory_search, note
 from recallstack.integrations.threads import own_thread
 
 ITEM = "openai_agents_item"
@@ -137,15 +137,7 @@ class RecallstackSession:
 
 def memory_search_tool(memory: AsyncMemory, *, resource_id: str, top_k: int = 5) -> FunctionTool:
     """A tool the agent can call to search everything this user said before."""
-    async_memory(memory)
-    check_id(resource_id, "resource_id")
-
-    async def search_memory(query: str) -> list[str]:
-        """Search this user's earlier conversations; returns the best matches, dated."""
-        hits = await memory.search(resource_id, query, top_k=top_k)
-        return [line(h.message) for h in hits]
-
-    return function_tool(search_memory, name_override="search_memory")
+    return function_tool(memory_search(memory, resource_id, top_k), name_override="search_memory")
 
 
 _TICK = dt.timedelta(microseconds=1)

@@ -32,7 +32,7 @@ from recallstack.core.async_memory import AsyncMemory
 from recallstack.core.inputs import check_id
 from recallstack.core.messages import Message
 from recallstack.core.operations import SaveResult
-from recallstack.integrations.recalled import NOTE, line, note
+from recallstack.integrations.recalled import NOTE, memory_search, note
 from recallstack.integrations.threads import own_thread
 
 
@@ -65,15 +65,7 @@ def recall_history(memory: AsyncMemory, *, thread_id: str, resource_id: str) -> 
 
 def memory_search_tool(memory: AsyncMemory, *, resource_id: str, top_k: int = 5) -> Tool[Any]:
     """A tool the model can call to search everything this user said before."""
-    async_memory(memory)
-    check_id(resource_id, "resource_id")
-
-    async def search_memory(query: str) -> list[str]:
-        """Search this user's earlier conversations; returns the best matches, dated."""
-        hits = await memory.search(resource_id, query, top_k=top_k)
-        return [line(h.message) for h in hits]
-
-    return Tool(search_memory, name="search_memory")
+    return Tool(memory_search(memory, resource_id, top_k), name="search_memory")
 
 
 async def save_run(

@@ -48,8 +48,9 @@ def connect(url: str) -> Any:
     if url.startswith("chroma:///") and len(url) > len("chroma:///"):
         return chromadb.PersistentClient(path=url[len("chroma:///") :])
     if is_server(url):
+        options = server_options(url)  # a malformed URL is the caller's error
         try:  # the client calls the server at once
-            return chromadb.HttpClient(**server_options(url))
+            return chromadb.HttpClient(**options)
         except Exception as exc:
             raise BackendError(
                 f"chroma: cannot reach {redact(url)}: {scrub(str(exc), url)}"

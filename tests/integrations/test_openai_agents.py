@@ -96,11 +96,17 @@ async def test_pop_and_clear(memory: AsyncMemory) -> None:
 
 
 async def test_sessions_are_kept_apart(memory: AsyncMemory) -> None:
-    a = RecallstackSession(memory, "a", resource_id="maya")
-    b = RecallstackSession(memory, "b", resource_id="maya")
-    await asyncio.gather(a.add_items([user("for a")]), b.add_items([user("for b")]))
-    assert await a.get_items() == [user("for a")]
-    assert await b.get_items() == [user("for b")]
+    """Four sessions (two users) written at once, in batches, stay in their own order."""
+    owners = {"a": "maya", "b": "maya", "c": "sam", "d": "sam"}
+    sessions = {s: RecallstackSession(memory, s, resource_id=r) for s, r in owners.items()}
+
+    async def write(name: str) -> None:
+        for batch in range(5):
+            await sessions[name].add_items([user(f"{name} {batch * 60 + n}") for n in range(60)])
+
+    await asyncio.gather(*(write(name) for name in sessions))
+    for name, session in sessions.items():
+        assert await session.get_items() == [user(f"{name} {n}") for n in range(300)]
 
 
 async def test_another_resources_thread_is_refused(memory: AsyncMemory) -> None:
