@@ -28,6 +28,7 @@ T = TypeVar("T")
 
 
 def greenlet_installed() -> bool:
+    """Whether greenlet is installed (the extras whose stores use this module bring it)."""
     return importlib.util.find_spec("greenlet") is not None
 
 

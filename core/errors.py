@@ -99,8 +99,7 @@ class MissingDependencyError(RecallstackError, ImportError):
         self.module = module
         self.extra = extra
         super().__init__(
-            f"the {backend} {kind} needs the {module!r} package: "
-            f'pip install "recallstack[{extra}]"'
+            f'the {backend} {kind} needs the {module!r} package: pip install "recallstack[{extra}]"'
         )
 
 

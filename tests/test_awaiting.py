@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import pytest
 
-from recallstack.core.awaiting import await_only, entered, greenlet_spawn, in_asyncio
+from recallstack.conformance.async_api import loop_thread
+from recallstack.core.awaiting import (
+    await_only,
+    drained,
+    entered,
+    finish_on,
+    greenlet_spawn,
+    in_asyncio,
+    sleep,
+)
 
 
 class Closing:
@@ -71,3 +81,33 @@ def test_await_only_needs_greenlet_spawn() -> None:
     with pytest.raises(RuntimeError, match="greenlet_spawn"):
         await_only(sleeping)
     sleeping.close()
+
+
+def test_sleep_drained_and_finish_on() -> None:
+    async def numbers() -> AsyncIterator[int]:
+        for n in range(3):
+            await asyncio.sleep(0)
+            yield n
+
+    finished: list[str] = []
+
+    async def finish(where: str) -> None:
+        await asyncio.sleep(0)
+        finished.append(where)
+
+    def blocking_style(loop: asyncio.AbstractEventLoop) -> list[int]:
+        sleep(0.01)
+        items = drained(numbers())
+        finish_on(loop, lambda: finish("on its loop, awaited"))
+        return items
+
+    async def main() -> list[int]:
+        return await greenlet_spawn(blocking_style, asyncio.get_running_loop())
+
+    assert asyncio.run(main()) == [0, 1, 2]
+    with loop_thread() as loop:  # a loop running in another thread: run there
+        finish_on(loop, lambda: finish("on its loop's thread"))
+    stopped = asyncio.new_event_loop()
+    finish_on(stopped, lambda: finish("never"))  # a loop that does not run: dropped
+    stopped.close()
+    assert finished == ["on its loop, awaited", "on its loop's thread"]
