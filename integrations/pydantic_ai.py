@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from recallstack.integrations import async_memory, missing
@@ -30,7 +31,7 @@ except ImportError as exc:
 
 from recallstack.core.async_memory import AsyncMemory
 from recallstack.core.inputs import check_id
-from recallstack.core.messages import Message
+from recallstack.core.messages import Message, Role, as_utc
 from recallstack.core.operations import SaveResult
 from recallstack.integrations.recalled import NOTE, memory_search, note
 from recallstack.integrations.threads import own_thread
@@ -75,37 +76,37 @@ async def save_run(
     response's text becomes a message of the thread, which is made if need be. System
     parts, tool calls and tool returns are not kept; saving a run again replaces it."""
     async_memory(memory)
-    kept: list[Message] = []
+    said: list[tuple[str, Role, str, datetime]] = []  # (id, role, text, when)
     for n, message in enumerate(messages):
         stem = f"{message.run_id or uuid.uuid4()}:{n}"
         if isinstance(message, ModelRequest):
-            for k, part in enumerate(message.parts):
-                if isinstance(part, UserPromptPart) and isinstance(part.content, str):
-                    kept.append(
-                        Message(
-                            id=f"{stem}:{k}",
-                            thread_id=thread_id,
-                            resource_id=resource_id,
-                            role="user",
-                            content=part.content,
-                            created_at=part.timestamp,
-                        )
-                    )
+            said += [
+                (f"{stem}:{k}", "user", part.content, part.timestamp)
+                for k, part in enumerate(message.parts)
+                if isinstance(part, UserPromptPart) and isinstance(part.content, str)
+            ]
         elif isinstance(message, ModelResponse):
             text = "".join(p.content for p in message.parts if isinstance(p, TextPart))
             if text.strip():
-                kept.append(
-                    Message(
-                        id=stem,
-                        thread_id=thread_id,
-                        resource_id=resource_id,
-                        role="assistant",
-                        content=text,
-                        created_at=message.timestamp,
-                    )
-                )
+                said.append((stem, "assistant", text, message.timestamp))
+    kept: list[Message] = []
+    for id_, role, text, when in said:  # in the run's order, even where timestamps tie
+        at = as_utc(when) if not kept else max(as_utc(when), kept[-1].created_at + _TICK)
+        kept.append(
+            Message(
+                id=id_,
+                thread_id=thread_id,
+                resource_id=resource_id,
+                role=role,
+                content=text,
+                created_at=at,
+            )
+        )
     await own_thread(memory, check_id(thread_id, "thread_id"), resource_id, create=True)
     return await memory.save_messages(kept)
+
+
+_TICK = timedelta(microseconds=1)
 
 
 def _is_note(part: object) -> bool:

@@ -83,3 +83,18 @@ async def test_messages_without_a_session_are_refused(memory: AsyncMemory) -> No
     block = RecallstackMemoryBlock(memory=memory, resource_id="maya")
     with pytest.raises(InvalidInputError, match="session_id"):
         await block.aput([ChatMessage(role="user", content="hi")])
+
+
+async def test_a_flush_of_thousands_of_messages(memory: AsyncMemory) -> None:
+    """What Memory flushes at once is saved in one call, in order, and recalled."""
+    block = RecallstackMemoryBlock(memory=memory, resource_id="maya")
+    flushed = [
+        ChatMessage(role="user" if n % 2 == 0 else "assistant", content=f"note {n} about boats")
+        for n in range(5000)
+    ]
+    flushed[2500] = ChatMessage(role="user", content="my cat Bob hates the vet")
+    await block.aput(flushed, session_id="long")
+    saved = await memory.recall("long", "maya", per_page=5000)
+    assert [m.text for m in saved.messages] == [str(m.content) for m in flushed]
+    recalled = await block.aget([ChatMessage(role="user", content="cat Bob vet")], session_id="t")
+    assert "user: my cat Bob hates the vet" in recalled

@@ -6,6 +6,8 @@ Run by `nox -s integration-pydantic_ai`."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
@@ -153,3 +155,23 @@ def test_bad_arguments_are_refused(memory: AsyncMemory) -> None:
         recall_history("libsql:///m.db", thread_id="t", resource_id="maya")  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError, match="resource_id"):
         memory_search_tool(memory, resource_id=7)  # type: ignore[arg-type]
+
+
+async def test_a_long_run_is_saved_in_one_call(memory: AsyncMemory) -> None:
+    """A history of 2,000 requests and responses (4,000 messages) saved at once."""
+    at = datetime(2026, 5, 3, tzinfo=UTC)  # every part at the same instant: order must hold
+    history: list[ModelMessage] = []
+    for n in range(2000):
+        prompt = UserPromptPart(f"question {n}", timestamp=at)
+        history.append(ModelRequest(parts=[prompt], run_id="long-run", timestamp=at))
+        answer = ModelResponse(parts=[TextPart(f"answer {n}")], run_id="long-run", timestamp=at)
+        history.append(answer)
+    saved = await save_run(memory, history, thread_id="long", resource_id="maya")
+    assert len(saved.messages) == 4000 and saved.not_indexed == []
+    page = await memory.recall("long", "maya", per_page=4000)
+    assert [m.text for m in page.messages][:4] == [
+        "question 0",
+        "answer 0",
+        "question 1",
+        "answer 1",
+    ]
