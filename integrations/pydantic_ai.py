@@ -41,7 +41,8 @@ def recall_history(memory: AsyncMemory, *, thread_id: str, resource_id: str) -> 
     """A capability for `Agent(capabilities=[...])`: before the model sees a new user
     prompt, what the memory recalls for it (its semantic recall options: scope,
     `top_k`, neighbours) is added to that request as a system part, oldest first.
-    Later requests of the same run (after tool calls) are left as they are."""
+    Later requests of the same run (after tool calls) are left as they are, and
+    messages of runs already in the history (saved by `save_run`) are not recalled."""
     async_memory(memory)
     check_id(thread_id, "thread_id")
     check_id(resource_id, "resource_id")
@@ -55,7 +56,8 @@ def recall_history(memory: AsyncMemory, *, thread_id: str, resource_id: str) -> 
         if query is None:
             return messages
         found = await memory.recall(thread_id, resource_id, vector_search_string=query, per_page=0)
-        text = note(found.messages)
+        in_history = {m.run_id for m in messages if m.run_id}  # saved runs the model has
+        text = note([m for m in found.messages if m.id.split(":")[0] not in in_history])
         if text is None:
             return messages
         part = SystemPromptPart(content=text)
@@ -74,7 +76,8 @@ async def save_run(
 ) -> SaveResult:
     """Keep a run's conversation (`result.new_messages()`): each user prompt and each
     response's text becomes a message of the thread, which is made if need be. System
-    parts, tool calls and tool returns are not kept; saving a run again replaces it."""
+    parts, tool calls and tool returns are not kept; saving a run again replaces it
+    (a message's id is `<run id>:<position>`)."""
     async_memory(memory)
     said: list[tuple[str, Role, str, datetime]] = []  # (id, role, text, when)
     for n, message in enumerate(messages):

@@ -175,3 +175,20 @@ async def test_a_long_run_is_saved_in_one_call(memory: AsyncMemory) -> None:
         "question 1",
         "answer 1",
     ]
+
+
+async def test_runs_in_the_history_are_not_recalled_again(memory: AsyncMemory) -> None:
+    await seed(memory)  # another thread: "I am vegetarian, no fish either", ...
+    answer = ModelResponse(parts=[TextPart("Noted, vegetarian")])
+    first = await Agent(FunctionModel(lambda messages, info: answer)).run("vegetarian or not?")
+    await save_run(memory, first.new_messages(), thread_id="chat", resource_id="maya")
+
+    model = Recorder()
+    agent = Agent(
+        FunctionModel(model),
+        capabilities=[recall_history(memory, thread_id="chat", resource_id="maya")],
+    )
+    await agent.run("vegetarian, any fish?", message_history=first.all_messages())
+    (sent,) = notes(model.sent[0])
+    assert "no fish either" in sent  # from the other thread
+    assert "vegetarian or not" not in sent and "Noted, vegetarian" not in sent  # in history
