@@ -1,8 +1,8 @@
 """AsyncMemory: `Memory` for asyncio, with the same methods awaited and the same behaviour.
 
 Both run the same steps (`core/operations.py`); only how a backend call is made
-differs. A store whose driver has an asyncio API (Postgres: psycopg's
-`AsyncConnectionPool`) is called on the event loop and awaits it
+differs. A store whose driver has an asyncio API (Postgres, a Chroma server,
+Pinecone: docs/async.md) is called on the event loop and awaits it
 (`asyncio_driver`, core/awaiting.py); the others (LibSQL, `memory://`, and
 those not converted yet: docs/async.md) are called in a worker thread, so the
 loop goes on while their drivers work. Embedding awaits `Embedder.aembed`: an

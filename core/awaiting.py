@@ -22,7 +22,7 @@ import sys
 import time
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -111,6 +111,34 @@ def finish_on(loop: asyncio.AbstractEventLoop, work: Callable[[], Awaitable[obje
         await_only(work())
     elif loop.is_running() and not _runs_here(loop):
         asyncio.run_coroutine_threadsafe(_awaited(work), loop).result()
+
+
+class PerLoop(Generic[T]):
+    """An asyncio object (a pool, a client) for the running loop. Such an object
+    belongs to the loop that made it, so it is made on first use there, and made again
+    when the store is used from another loop. For code under `greenlet_spawn`."""
+
+    def __init__(self, make: Callable[[], T]) -> None:
+        self._make = make
+        self._held: tuple[asyncio.AbstractEventLoop, T] | None = None
+
+    def get(self) -> T:
+        loop = asyncio.get_running_loop()
+        if self._held is None or self._held[0] is not loop:
+            self._held = (loop, self._make())
+        return self._held[1]
+
+    @property
+    def held(self) -> T | None:
+        """What was made last, whichever loop it belongs to."""
+        return None if self._held is None else self._held[1]
+
+    def close(self, work: Callable[[T], Awaitable[object]]) -> None:
+        """Run `work` on what is held, on its loop (`finish_on`), and forget it."""
+        if self._held is not None:
+            loop, value = self._held
+            self._held = None
+            finish_on(loop, lambda: work(value))
 
 
 async def _awaited(work: Callable[[], Awaitable[object]]) -> None:

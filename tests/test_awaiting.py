@@ -9,6 +9,7 @@ import pytest
 
 from recallstack.conformance.async_api import loop_thread
 from recallstack.core.awaiting import (
+    PerLoop,
     await_only,
     drained,
     entered,
@@ -111,3 +112,27 @@ def test_sleep_drained_and_finish_on() -> None:
     finish_on(stopped, lambda: finish("never"))  # a loop that does not run: dropped
     stopped.close()
     assert finished == ["on its loop, awaited", "on its loop's thread"]
+
+
+def test_per_loop_makes_one_object_per_loop_and_closes_it_on_its_loop() -> None:
+    made: list[asyncio.AbstractEventLoop] = []
+    closed: list[asyncio.AbstractEventLoop] = []
+    held = PerLoop(lambda: made.append(asyncio.get_running_loop()) or len(made))
+
+    async def close(_: int) -> None:
+        closed.append(asyncio.get_running_loop())
+
+    def use() -> int:
+        first = held.get()
+        assert held.get() == first  # the same loop finds the same object
+        return first
+
+    async def on_a_loop(close_it: bool) -> int:
+        got = await greenlet_spawn(use)
+        if close_it:
+            await greenlet_spawn(held.close, close)
+        return got
+
+    assert asyncio.run(on_a_loop(False)) == 1
+    assert asyncio.run(on_a_loop(True)) == 2  # another loop: another object, closed there
+    assert len(made) == 2 and closed == made[1:] and held.held is None

@@ -13,7 +13,6 @@ Chroma's HNSW search, which is approximate.
 
 from __future__ import annotations
 
-import asyncio
 import math
 from typing import Any
 
@@ -23,7 +22,7 @@ from recallstack.adapters.chroma import CAPABILITIES
 from recallstack.adapters.chroma.filters import compile_filter
 from recallstack.adapters.chroma.metadata import decode, encode
 from recallstack.adapters.table_names import table_name
-from recallstack.core.awaiting import await_only, in_asyncio
+from recallstack.core.awaiting import PerLoop, await_only, in_asyncio
 from recallstack.core.errors import BackendError, IndexNotFoundError, InvalidInputError
 from recallstack.core.filters import Node
 from recallstack.core.metadata import Metadata
@@ -113,8 +112,8 @@ class ChromaVectorStore(VectorStore):
         self.asyncio_driver = is_server(url)
         """A server is awaited through `AsyncHttpClient` under AsyncMemory; Chroma in
         process has no asyncio API, and is called in a worker thread."""
-        self._awaiting: tuple[asyncio.AbstractEventLoop, AwaitingClient, Handles] | None = None
-        """The asyncio client of the loop that last used it, and its collections."""
+        self._awaiting = PerLoop(self._async_client)
+        """The asyncio client and its collections."""
         self.exact_below = exact_below
         self._blocking_handles: Handles = {}
         self._large: set[str] = set()
@@ -127,25 +126,25 @@ class ChromaVectorStore(VectorStore):
         """The client: under AsyncMemory on a server, the running loop's
         `AsyncHttpClient` with its calls awaited (core/awaiting.py)."""
         awaited = self._awaited()
-        return self._client if awaited is None else awaited[1]
+        return self._client if awaited is None else awaited[0]
 
     @property
     def _handles(self) -> Handles:
         """Collections and their shapes by index name, cached per client (a
         collection calls through the client that found it)."""
         awaited = self._awaited()
-        return self._blocking_handles if awaited is None else awaited[2]
+        return self._blocking_handles if awaited is None else awaited[1]
 
-    def _awaited(self) -> tuple[asyncio.AbstractEventLoop, AwaitingClient, Handles] | None:
+    def _awaited(self) -> tuple[AwaitingClient, Handles] | None:
         if not (self.asyncio_driver and in_asyncio()):
             return None
+        return self._awaiting.get()
+
+    def _async_client(self) -> tuple[AwaitingClient, Handles]:
         import chromadb
 
-        loop = asyncio.get_running_loop()
-        if self._awaiting is None or self._awaiting[0] is not loop:
-            made = await_only(chromadb.AsyncHttpClient(**server_options(self._url)))
-            self._awaiting = (loop, AwaitingClient(made), {})
-        return self._awaiting
+        made = await_only(chromadb.AsyncHttpClient(**server_options(self._url)))
+        return AwaitingClient(made), {}
 
     def _collections(self) -> dict[str, Any]:
         found = {}
@@ -196,8 +195,8 @@ class ChromaVectorStore(VectorStore):
 
     def _delete_index(self, name: str) -> None:
         self._blocking_handles.pop(name, None)
-        if self._awaiting is not None:
-            self._awaiting[2].pop(name, None)
+        if (held := self._awaiting.held) is not None:
+            held[1].pop(name, None)
         self._large.discard(name)
         self.client.delete_collection(table_name(name))
 

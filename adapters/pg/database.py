@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from recallstack.core.awaiting import await_only, entered, finish_on, in_asyncio
+from recallstack.core.awaiting import PerLoop, await_only, entered, in_asyncio
 from recallstack.core.errors import BackendError, refuse_newer
 from recallstack.core.urls import scrub
 
@@ -75,8 +75,8 @@ class Database:
         self.url = url.replace("postgres://", "postgresql://", 1)
         self.sizes = (min_size, max_size)
         self.vector = vector
-        self._async: tuple[asyncio.AbstractEventLoop, Any, asyncio.Task[None]] | None = None
-        """The asyncio pool, the loop it belongs to, and its opening."""
+        self._async = PerLoop(self._open_async_pool)
+        """The asyncio pool and its opening."""
         if pool is None:
             configure = _register_vector if vector else None
             pool = ConnectionPool(
@@ -173,25 +173,25 @@ class Database:
             raise BackendError(f"postgres: {exc}") from exc
 
     def _async_pool(self) -> Any:
-        """The running loop's asyncio pool, made on its first use there (an asyncio
-        pool belongs to one loop: a memory used from another loop makes another)."""
-        from psycopg_pool import AsyncConnectionPool
-
-        loop = asyncio.get_running_loop()
-        if self._async is None or self._async[0] is not loop:
-            pool = AsyncConnectionPool(
-                self.url,
-                min_size=self.sizes[0],
-                max_size=self.sizes[1],
-                kwargs={"autocommit": True},
-                configure=_register_vector_async if self.vector else None,
-                open=False,
-            )
-            self._async = (loop, pool, loop.create_task(pool.open()))
-        _, pool, opening = self._async
+        """The running loop's asyncio pool (a memory used from another loop makes
+        another: `PerLoop`), opened."""
+        pool, opening = self._async.get()
         if not opening.done():
             await_only(opening)  # every task that comes meanwhile awaits the same opening
         return pool
+
+    def _open_async_pool(self) -> tuple[Any, asyncio.Task[None]]:
+        from psycopg_pool import AsyncConnectionPool
+
+        pool = AsyncConnectionPool(
+            self.url,
+            min_size=self.sizes[0],
+            max_size=self.sizes[1],
+            kwargs={"autocommit": True},
+            configure=_register_vector_async if self.vector else None,
+            open=False,
+        )
+        return pool, asyncio.get_running_loop().create_task(pool.open())
 
     def wrote(self, tables: Sequence[str], rows: int) -> None:
         """Note `rows` written to each table; ANALYZE a table once this process has
@@ -261,10 +261,7 @@ class Database:
         the asyncio pool: awaited when closing from its loop, or on its loop when that
         runs in another thread; the pool of a loop that has stopped is dropped, and its
         connections end with their sockets."""
-        if self._async is not None:
-            loop, pool, _ = self._async
-            self._async = None
-            finish_on(loop, pool.close)
+        self._async.close(lambda held: held[0].close())
         if self.owns_pool:
             self.pool.close()
 

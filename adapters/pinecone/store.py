@@ -14,7 +14,6 @@ over the SDK's `AsyncPinecone`, each call awaited (core/awaiting.py).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import json
@@ -30,7 +29,7 @@ import numpy as np
 from recallstack.adapters.pinecone import CAPABILITIES, KEY_ENV
 from recallstack.adapters.pinecone.filters import compile_filter
 from recallstack.adapters.pinecone.metadata import ORIGINAL_ID, decode, encode
-from recallstack.core.awaiting import await_only, drained, finish_on, in_asyncio, sleep
+from recallstack.core.awaiting import PerLoop, await_only, drained, in_asyncio, sleep
 from recallstack.core.batching import batched
 from recallstack.core.errors import BackendError, IndexNotFoundError, InvalidInputError
 from recallstack.core.filters import Node
@@ -109,8 +108,8 @@ class PineconeVectorStore(VectorStore):
         except PineconeError as exc:  # a malformed host, say
             raise BackendError(f"pinecone: {exc}") from exc
         self._blocking_indexes: Indexes = {}
-        self._awaiting: tuple[asyncio.AbstractEventLoop, AwaitingPinecone, Indexes] | None = None
-        """The asyncio client of the loop that last used it, and its data-plane clients."""
+        self._awaiting = PerLoop(self._async_client)
+        """The asyncio client and its data-plane clients."""
         self._written: dict[str, list[str]] = {}
         self._removed: dict[str, list[str]] = {}
 
@@ -118,31 +117,25 @@ class PineconeVectorStore(VectorStore):
     def client(self) -> Any:
         """The client: under AsyncMemory, the running loop's `AsyncPinecone`."""
         awaited = self._awaited()
-        return self._client if awaited is None else awaited[1]
+        return self._client if awaited is None else awaited[0]
 
     @property
     def _indexes(self) -> Indexes:
         """Each index's shape and data-plane client, cached per client."""
         awaited = self._awaited()
-        return self._blocking_indexes if awaited is None else awaited[2]
+        return self._blocking_indexes if awaited is None else awaited[1]
 
-    def _awaited(self) -> tuple[asyncio.AbstractEventLoop, AwaitingPinecone, Indexes] | None:
-        if not in_asyncio():
-            return None
+    def _awaited(self) -> tuple[AwaitingPinecone, Indexes] | None:
+        return self._awaiting.get() if in_asyncio() else None
+
+    def _async_client(self) -> tuple[AwaitingPinecone, Indexes]:
         from pinecone import AsyncPinecone
 
-        loop = asyncio.get_running_loop()
-        if self._awaiting is None or self._awaiting[0] is not loop:
-            made = AsyncPinecone(api_key=self._key, host=self._host)
-            self._awaiting = (loop, AwaitingPinecone(made), {})
-        return self._awaiting
+        return AwaitingPinecone(AsyncPinecone(api_key=self._key, host=self._host)), {}
 
     def close(self) -> None:
         """Closes the asyncio client's sessions (the blocking client needs no closing)."""
-        if self._awaiting is not None:
-            loop, client, _ = self._awaiting
-            self._awaiting = None
-            finish_on(loop, client.close)
+        self._awaiting.close(lambda held: held[0].close())
 
     # ---- indexes ----------------------------------------------------------------
 
@@ -216,8 +209,8 @@ class PineconeVectorStore(VectorStore):
     def _delete_index(self, name: str) -> None:
         self.client.indexes.delete(pinecone_name(self.prefix, name))
         self._blocking_indexes.pop(name, None)
-        if self._awaiting is not None:
-            self._awaiting[2].pop(name, None)
+        if (held := self._awaiting.held) is not None:
+            held[1].pop(name, None)
 
     # ---- writes -------------------------------------------------------------------
 
