@@ -230,11 +230,16 @@ def test_engine_errors_are_backend_errors(tmp_path: Path) -> None:
 def test_server_urls_are_parsed_whole(
     url: str, rest: str, key: str | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """TLS, IPv6 hosts, query parameters, and the key from the URL or $QDRANT_API_KEY."""
+    """TLS, IPv6 hosts, query parameters, and the key from the URL or $QDRANT_API_KEY,
+    for the blocking client and the asyncio one alike."""
+    from qdrant_client import AsyncQdrantClient, QdrantClient
+
     if key == "from-env":
         monkeypatch.setenv("QDRANT_API_KEY", "from-env")
-    client = connect(url)  # builds the client; nothing is sent yet
-    assert (client._client.rest_uri, client._client._api_key) == (rest, key)
+    for asynchronous, kind in ((False, QdrantClient), (True, AsyncQdrantClient)):
+        client = connect(url, asynchronous=asynchronous)  # built; nothing is sent yet
+        assert isinstance(client, kind)
+        assert (client._client.rest_uri, client._client._api_key) == (rest, key)
 
 
 @pytest.mark.parametrize(
@@ -244,3 +249,50 @@ def test_server_urls_are_parsed_whole(
 def test_malformed_server_urls_say_which_part(url: str, says: str) -> None:
     with pytest.raises(InvalidInputError, match=says):
         connect(url)
+
+
+def test_async_memory_awaits_the_asyncio_client() -> None:
+    """Under AsyncMemory the client's calls go through `AsyncQdrantClient`, never the
+    blocking client (a server's path, here on the local mode's collections, which
+    `asyncio_local` shares between the two); the local mode alone is not awaited."""
+    import asyncio
+
+    from recallstack import AsyncMemory, Message
+
+    class Refusing:
+        """The blocking client, refusing every call; its engine stays reachable."""
+
+        def __init__(self, client: Any) -> None:
+            self._client = client._client
+
+        def __getattr__(self, name: str) -> Any:
+            raise AssertionError(f"the blocking client's {name} was used")
+
+    store = registry().vector_store("qdrant+local://:memory:", asyncio_local=True)
+    driver = store.driver  # type: ignore[attr-defined]
+    assert store.asyncio_driver
+
+    async def main() -> list[str]:
+        async with AsyncMemory("memory://", store, "hash/32", {"semantic_recall": True}) as memory:
+            blocking, driver._blocking = driver._blocking, Refusing(driver._blocking)
+            try:
+                await memory.create_thread("maya", thread_id="t")
+                texts = ["sourdough starter", "Kyoto temples", "road bikes"]
+                await memory.save_messages(
+                    [Message(thread_id="t", role="user", content=text) for text in texts]
+                )
+                hits = await memory.search("maya", "kyoto temples", top_k=1)
+            finally:
+                driver._blocking = blocking
+            return [hit.message.text for hit in hits]
+
+    assert asyncio.run(main()) == ["Kyoto temples"]
+    # the same collections, written through the asyncio client, read by the blocking one
+    (name,) = store.list_indexes()
+    assert store.describe_index(name).count == 3
+    store.close()
+    assert not registry().vector_store("qdrant+local://:memory:").asyncio_driver
+    with pytest.raises(InvalidInputError, match="asyncio_local"):
+        registry().vector_store("qdrant+local:///tmp/x", asyncio_local=True)
+    with pytest.raises(AssertionError, match="query_points"):  # the probe is live
+        Refusing(driver._blocking).query_points()

@@ -3,7 +3,8 @@
 URLs: `qdrant+edge:///folder` (Qdrant Edge, `qdrant-edge-py`; `search_threads=`),
 `qdrant+local:///folder` and `qdrant+local://:memory:` (qdrant-client's local
 mode, a Python re-implementation meant for tests), `qdrant://host:6333`
-(a server; `api_key=`, `https=`). Drivers are imported only when used.
+(a server; `api_key=`, `https=`; awaited through `AsyncQdrantClient` under
+`AsyncMemory`). Drivers are imported only when used.
 """
 
 from __future__ import annotations
@@ -88,8 +89,11 @@ def register_conformance_targets(register: Callable[[ConformanceTarget], None]) 
         ConformanceTarget(
             backend="qdrant",
             kind="vector",
-            start=targets.local_folder,
+            start=targets.local_memory,
             mode="client local mode",
-            options={"search": "exact"},
+            # under AsyncMemory, through AsyncQdrantClient over the same collections,
+            # as a server is reached: the awaited path tested where no server runs
+            options={"search": "exact", "asyncio_local": True},
+            asyncio_driver=True,
         )
     )

@@ -4,6 +4,10 @@ URLs: `qdrant://host:6333` (options `api_key=`, `https=`),
 `qdrant+local:///path/to/folder`, `qdrant+local://:memory:`. One collection
 per index (named by the same rule as SQL tables); a `recallstack_catalog`
 collection maps logical names to collections, dimensions and metrics.
+
+Under `AsyncMemory` a server is reached through `AsyncQdrantClient`, awaited
+(core/awaiting.py); the local mode is Python work in process, so it stays in a
+worker thread, except where a test asks for `asyncio_local` (below).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from uuid import UUID
 from recallstack.adapters.qdrant.filters import Dialect
 from recallstack.adapters.qdrant.payload import INDEXED_FIELDS, point_id
 from recallstack.adapters.table_names import table_name
+from recallstack.core.awaiting import PerLoop, await_only, in_asyncio
 from recallstack.core.errors import IndexNotFoundError, InvalidInputError
 from recallstack.core.urls import endpoint, redact
 from recallstack.core.vectors import IndexConfig, Metric
@@ -23,21 +28,23 @@ from recallstack.core.vectors import IndexConfig, Metric
 CATALOG = "recallstack_catalog"
 
 
-def connect(url: str, **options: Any) -> Any:
+def connect(url: str, asynchronous: bool = False, **options: Any) -> Any:
     """A client for `qdrant://host:port` (plain HTTP), `qdrant+https://host:port`, or
     qdrant-client's local mode; the API key from `?api_key=`, `api_key=` or
-    $QDRANT_API_KEY (Qdrant Cloud's)."""
-    from qdrant_client import QdrantClient
+    $QDRANT_API_KEY (Qdrant Cloud's). `asynchronous`: an `AsyncQdrantClient`, which
+    takes the same arguments."""
+    from qdrant_client import AsyncQdrantClient, QdrantClient
 
+    client = AsyncQdrantClient if asynchronous else QdrantClient
     if url == "qdrant+local://:memory:":
-        return QdrantClient(":memory:")
+        return client(":memory:")
     if url.startswith("qdrant+local:///") and len(url) > len("qdrant+local:///"):
-        return QdrantClient(path=url[len("qdrant+local:///") :])
+        return client(path=url[len("qdrant+local:///") :])
     if url.startswith(("qdrant://", "qdrant+http://", "qdrant+https://")):
         server = endpoint(url)
         scheme = "https" if server.scheme == "qdrant+https" else "http"
         api_key = options.pop("api_key", None) or server.secret("api_key", "QDRANT_API_KEY")
-        return QdrantClient(
+        return client(
             url=f"{scheme}://{server.host}:{server.port or 6333}{server.path.rstrip('/')}",
             api_key=api_key,
             **options,
@@ -49,13 +56,26 @@ def connect(url: str, **options: Any) -> Any:
 
 
 class ClientDriver:
-    def __init__(self, url: str, **options: Any) -> None:
+    """qdrant-client's calls for the store. `asyncio_local` (for the conformance
+    suite): the local mode's `:memory:` collections are also reached through
+    `AsyncQdrantClient` under `AsyncMemory`, the way a server's are, so that path is
+    tested where no server runs."""
+
+    def __init__(self, url: str, *, asyncio_local: bool = False, **options: Any) -> None:
         from qdrant_client import models
 
         self.m = models
+        local = url.startswith("qdrant+local:")
+        if asyncio_local and url != "qdrant+local://:memory:":
+            raise InvalidInputError("qdrant: asyncio_local is for qdrant+local://:memory: only")
+        self.asyncio_driver = not local or asyncio_local
+        """Whether `AsyncMemory` awaits `AsyncQdrantClient` (servers) rather than calling
+        this driver in a worker thread (the local mode: its work is Python in process)."""
+        self._url, self._options = url, options
         # the local mode is a plain Python object, not safe across threads; servers are
-        self._serial: Any = threading.RLock() if url.startswith("qdrant+local:") else None
-        self.client = _Serialised(connect(url, **options), self._serial)
+        self._serial: Any = threading.RLock() if local else None
+        self._blocking = connect(url, **options)
+        self._awaiting = PerLoop(self._async_client)
         self.dialect = Dialect(
             match=lambda key, value: models.FieldCondition(
                 key=key, match=models.MatchValue(value=value)
@@ -70,13 +90,26 @@ class ClientDriver:
                 must=must, should=should, must_not=must_not
             ),
         )
-        self._lock = threading.Lock()
         self._shapes: dict[str, tuple[int, Metric]] = {}
         """Shapes by index name; single dict operations need no lock."""
         if not self.client.collection_exists(CATALOG):
             self.client.create_collection(
                 CATALOG, vectors_config=models.VectorParams(size=1, distance=models.Distance.DOT)
             )
+
+    @property
+    def client(self) -> Any:
+        """The blocking client, or under `AsyncMemory` the running loop's asyncio one."""
+        if self.asyncio_driver and in_asyncio():
+            return _Serialised(_Awaiting(self._awaiting.get()), self._serial)
+        return _Serialised(self._blocking, self._serial)
+
+    def _async_client(self) -> Any:
+        if not self._url.startswith("qdrant+local:"):
+            return connect(self._url, asynchronous=True, **self._options)
+        made = connect(self._url, asynchronous=True)
+        made._client.collections = self._blocking._client.collections  # one engine, two APIs
+        return made
 
     def indexes(self) -> dict[str, tuple[int, Metric]]:
         found: dict[str, tuple[int, Metric]] = {}
@@ -111,27 +144,32 @@ class ClientDriver:
             config.metric, m.Distance.DOT
         )
         collection = table_name(name)
-        with self._lock:
-            if not self.client.collection_exists(collection):
+        if not self.client.collection_exists(collection):
+            try:
                 self.client.create_collection(
                     collection,
                     vectors_config=m.VectorParams(size=dimension, distance=distance),
                     hnsw_config=m.HnswConfigDiff(m=config.m, ef_construct=config.ef_construction),
                 )
-                for key in INDEXED_FIELDS if self._serial is None else ():  # local mode has none
+            except Exception:
+                if not self.client.collection_exists(collection):
+                    raise
+                # made meanwhile by another thread, task or process: theirs stands
+            else:
+                for key in INDEXED_FIELDS if self._serial is None else ():  # local has none
                     self.client.create_payload_index(
                         collection, key, field_schema=m.PayloadSchemaType.KEYWORD
                     )
-            self.client.upsert(
-                CATALOG,
-                [
-                    m.PointStruct(
-                        id=point_id(name),
-                        vector=[1.0],
-                        payload={"name": name, "dimension": dimension, "metric": config.metric},
-                    )
-                ],
-            )
+        self.client.upsert(
+            CATALOG,
+            [
+                m.PointStruct(
+                    id=point_id(name),
+                    vector=[1.0],
+                    payload={"name": name, "dimension": dimension, "metric": config.metric},
+                )
+            ],
+        )
 
     def drop(self, name: str) -> None:
         self.client.delete_collection(self._collection(name))
@@ -139,7 +177,8 @@ class ClientDriver:
         self.client.delete(CATALOG, points_selector=self.m.PointIdsList(points=[point_id(name)]))
 
     def close(self) -> None:
-        self.client.close()
+        self._awaiting.close(lambda client: client.close())
+        self._blocking.close()
 
     def upsert(self, name: str, points: Iterable[tuple[str, list[float], dict[str, Any]]]) -> None:
         self.client.upsert(
@@ -203,6 +242,22 @@ class ClientDriver:
     def count(self, name: str) -> int:
         counted: int = self.client.count(self._collection(name), exact=True).count
         return counted
+
+
+class _Awaiting:
+    """An `AsyncQdrantClient` with the blocking client's methods (the two share their
+    signatures): each call's coroutine is awaited with `await_only`."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._client, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return await_only(method(*args, **kwargs))
+
+        return call
 
 
 class _Serialised:

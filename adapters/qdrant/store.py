@@ -30,6 +30,8 @@ class Driver(Protocol):
     """The primitive operations one Qdrant API offers, per logical index."""
 
     dialect: Dialect
+    asyncio_driver: bool
+    """Whether its calls await an asyncio client under `AsyncMemory` (core/awaiting.py)."""
 
     def indexes(self) -> dict[str, tuple[int, Metric]]: ...
     def shape(self, name: str) -> tuple[int, Metric] | None:
@@ -84,6 +86,7 @@ class QdrantVectorStore(VectorStore):
         self.driver: Driver = (
             EdgeDriver(url, **options) if backend == "qdrant-edge" else ClientDriver(url, **options)
         )
+        self.asyncio_driver = self.driver.asyncio_driver
         self.search = search
         narrowed: dict[str, Any] = {"exact": search == "exact"}
         if url.startswith("qdrant+local:"):

@@ -14,6 +14,6 @@ def edge_folder() -> Iterator[str]:
 
 
 @contextmanager
-def local_folder() -> Iterator[str]:
-    with tempfile.TemporaryDirectory(prefix="recallstack-qdrant-local-") as tmp:
-        yield f"qdrant+local:///{tmp}"
+def local_memory() -> Iterator[str]:
+    """qdrant-client's local mode in memory (a fresh one for each store opened on it)."""
+    yield "qdrant+local://:memory:"
