@@ -2,9 +2,9 @@
 
 Both run the same steps (`core/operations.py`); only how a backend call is made
 differs. A store whose driver has an asyncio API (Postgres, a Chroma server,
-Pinecone, a Qdrant server: docs/async.md) is called on the event loop and awaits it
-(`asyncio_driver`, core/awaiting.py); the others (LibSQL, `memory://`, and
-those not converted yet: docs/async.md) are called in a worker thread, so the
+Pinecone, a Qdrant server, MongoDB: docs/async.md) is called on the event loop
+and awaits it (`asyncio_driver`, core/awaiting.py); the others (LibSQL, `memory://`, the
+in-process engines: docs/async.md) are called in a worker thread, so the
 loop goes on while their drivers work. Embedding awaits `Embedder.aembed`: an
 `httpx.AsyncClient` for `openai/...`, a worker thread for a local model.
 """

@@ -315,3 +315,125 @@ def test_a_batch_without_transactions_inserts_then_replaces_what_existed(url: st
     connection.replace(collection, documents, None, told.extend)
     assert sorted(collection.find(), key=lambda d: d["_id"]) == documents
     assert told == ["a", "c"]
+
+
+# ---- under AsyncMemory ------------------------------------------------------------------
+
+
+def test_async_memory_awaits_the_asyncio_client(url: str) -> None:
+    """Under AsyncMemory every call goes through the asyncio client (the stand-in's
+    `AsyncStandIn`, as `AsyncMongoClient` on a server), never the blocking one."""
+    import asyncio
+
+    from recallstack import AsyncMemory, Message
+
+    class Refusing:
+        def __getitem__(self, name: str) -> Any:
+            raise AssertionError("the blocking client was used")
+
+    storage, vector = MongoStorage(url), MongoVectorStore(url, search="exact")
+    assert storage.asyncio_driver and vector.asyncio_driver
+    config = {"semantic_recall": {"top_k": 2, "message_range": 1}}
+
+    async def main() -> list[list[str]]:
+        async with AsyncMemory(storage, vector, "hash/32", config) as memory:
+            await memory.create_thread("maya", thread_id="t")
+            first = Message(thread_id="t", role="user", content="hello")
+            await memory.save_messages([first])  # both stores' asyncio clients are made
+            blocking = storage.connection._blocking, vector.connection._blocking
+            storage.connection._blocking = vector.connection._blocking = Refusing()
+            try:
+                texts = [f"note {n} about {topic}" for n in range(30) for topic in ("tea", "bikes")]
+                await memory.save_messages(
+                    [Message(thread_id="t", role="user", content=text) for text in texts]
+                )
+                hits = await memory.search("maya", "bikes", top_k=3)
+                recalled = await memory.recall("t", "maya", "tea", per_page=2)
+                await memory.delete_messages([hits[0].message.id])
+                page = await memory.recall("t", "maya", per_page=100)  # the history only
+            finally:
+                storage.connection._blocking, vector.connection._blocking = blocking
+            return [
+                [h.message.text for h in hits],
+                [m.text for m in recalled.messages],
+                [m.text for m in page.messages],
+            ]
+
+    hits, recalled, listed = asyncio.run(main())
+    assert len(hits) == 3 and all("bikes" in text for text in hits)
+    assert recalled and len(listed) == 60 and hits[0] not in listed
+    with pytest.raises(AssertionError, match="blocking client"):  # the probe is live
+        Refusing()["db"]
+
+
+def test_a_client_passed_in_is_called_in_a_worker_thread() -> None:
+    """There is no asyncio twin of a client passed in to open."""
+    deployment = _Deployment({"isWritablePrimary": True}, search=False)
+    assert not Connection("mongodb://h/db", client=deployment).asyncio_driver
+    assert Connection("mongomock://x/db").asyncio_driver
+
+
+def test_the_stand_in_is_shaped_like_pymongos_asyncio_api() -> None:
+    """What is a coroutine in pymongo's asyncio classes is one in the stand-in and is
+    awaited by the adapter, and what is not, is not (`find`, a cursor's `sort`)."""
+    import inspect
+
+    from pymongo.asynchronous.client_session import AsyncClientSession
+    from pymongo.asynchronous.collection import AsyncCollection
+    from pymongo.asynchronous.command_cursor import AsyncCommandCursor
+    from pymongo.asynchronous.cursor import AsyncCursor
+    from pymongo.asynchronous.mongo_client import AsyncMongoClient
+
+    from recallstack.adapters.mongo import stand_in
+    from recallstack.adapters.mongo.stand_in import COLLECTION_COROUTINES, AsyncStandIn
+
+    def coroutine(kind: type, name: str) -> bool:
+        return inspect.iscoroutinefunction(getattr(kind, name))
+
+    for name in COLLECTION_COROUTINES | {"aggregate", "list_search_indexes"}:
+        assert coroutine(AsyncCollection, name), name
+    assert coroutine(stand_in._Collection, "aggregate")
+    assert not coroutine(AsyncCollection, "find") and not coroutine(stand_in._Collection, "find")
+    for name in ("sort", "skip", "limit"):
+        assert not coroutine(AsyncCursor, name) and not coroutine(stand_in._Cursor, name)
+    for kind in (AsyncCursor, AsyncCommandCursor, stand_in._Cursor):
+        assert coroutine(kind, "to_list")
+    assert coroutine(AsyncMongoClient, "close") and coroutine(AsyncStandIn, "close")
+    # AwaitingClient.transaction (servers only: the stand-in has no transactions)
+    assert not coroutine(AsyncMongoClient, "start_session")
+    assert coroutine(AsyncClientSession, "start_transaction")
+    assert hasattr(AsyncClientSession, "__aenter__")
+
+
+def test_a_transaction_under_async_memory_is_the_asyncio_sessions() -> None:
+    """`AwaitingClient.transaction` on pymongo's real `AsyncMongoClient` (an empty
+    transaction needs no server): the asyncio session, in a transaction until the
+    block ends, aborted when it raises."""
+    import asyncio
+
+    from pymongo import AsyncMongoClient
+    from pymongo.asynchronous.client_session import AsyncClientSession
+
+    from recallstack.adapters.mongo.awaiting import AwaitingClient
+    from recallstack.core.awaiting import greenlet_spawn
+
+    def run(client: Any) -> list[Any]:
+        seen: list[Any] = []
+        with AwaitingClient(client).transaction() as session:
+            seen += [type(session), session.in_transaction]
+        seen.append(session.in_transaction)
+        with (
+            pytest.raises(ValueError, match="inside"),
+            AwaitingClient(client).transaction() as failed,
+        ):
+            raise ValueError("inside")
+        return [*seen, failed.in_transaction]
+
+    async def main() -> list[Any]:
+        client: Any = AsyncMongoClient("mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=300")
+        try:
+            return await greenlet_spawn(run, client)
+        finally:
+            await client.close()
+
+    assert asyncio.run(main()) == [AsyncClientSession, True, False, False]

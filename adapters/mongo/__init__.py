@@ -84,9 +84,16 @@ def register_conformance_targets(register: Callable[[ConformanceTarget], None]) 
                 mode="exact" if kind == "vector" else "default",
                 options={"search": "exact"} if kind == "vector" else {},
                 stand_in="mongomock",
+                asyncio_driver=True,  # through stand_in.AsyncStandIn under AsyncMemory
             )
         )
         if os.environ.get(URL_ENV):
             register(
-                ConformanceTarget(backend="mongo", kind=kind, start=targets.server, mode="server")
+                ConformanceTarget(
+                    backend="mongo",
+                    kind=kind,
+                    start=targets.server,
+                    mode="server",
+                    asyncio_driver=True,  # AsyncMongoClient under AsyncMemory
+                )
             )

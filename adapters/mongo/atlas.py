@@ -23,6 +23,7 @@ from recallstack.adapters.mongo.documents import (
     selection,
     vector_rows,
 )
+from recallstack.core.awaiting import sleep
 from recallstack.core.errors import BackendError
 from recallstack.core.filters import Node, matches
 from recallstack.core.scores import Matrix
@@ -160,4 +161,4 @@ class AtlasSearch:
         while not done():
             if time.monotonic() > deadline:
                 raise BackendError(f"mongodb: {failure} within {self.timeout:g} s")
-            time.sleep(POLL)
+            sleep(POLL)  # asyncio.sleep under AsyncMemory

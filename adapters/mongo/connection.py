@@ -6,6 +6,11 @@ database named by the URL's path (`recallstack` when it has none).
 `mongomock://NAME` is an in-process stand-in (the `mongomock` package), one per
 NAME in a process, for tests (a mongomock client passed in counts as one): it
 has no transactions and no Atlas Search.
+
+Under `AsyncMemory` the client is the running loop's `AsyncMongoClient`, opened
+from the URL with the same options and awaited (`awaiting.py`); the stand-in's
+is `stand_in.AsyncStandIn` over the same mongomock client. A client passed in
+has no asyncio twin we could open, so its stores run in a worker thread.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from contextlib import contextmanager
 from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
+from recallstack.adapters.mongo.awaiting import AwaitingClient
+from recallstack.core.awaiting import PerLoop, in_asyncio
 from recallstack.core.errors import BackendError, InvalidInputError, refuse_newer
 from recallstack.core.urls import redact, scrub
 
@@ -59,20 +66,43 @@ class Connection:
         )
         self.errors = _errors()
         self.owns_client = client is None
+        self.asyncio_driver = self.stand_in or self.owns_client
+        """Whether `AsyncMemory` awaits an asyncio client rather than calling the stores
+        in a worker thread."""
         if client is None:
             client = self._stand_in() if self.stand_in else self._client()
-        self.client = client
-        self.db = client[database or database_name(url)]
+        self._blocking = client
+        self._database = database or database_name(url)
+        self._awaiting = PerLoop(self._async_client)
         self.transactions = self._probe_transactions()
 
-    def _client(self) -> Any:
+    @property
+    def client(self) -> Any:
+        """The blocking client, or under `AsyncMemory` the running loop's asyncio one."""
+        if self.asyncio_driver and in_asyncio():
+            return AwaitingClient(self._awaiting.get())
+        return self._blocking
+
+    @property
+    def db(self) -> Any:
+        return self.client[self._database]
+
+    def _client(self, asynchronous: bool = False) -> Any:
         import pymongo
 
+        kind = pymongo.AsyncMongoClient if asynchronous else pymongo.MongoClient
         malformed: tuple[type[Exception], ...] = (*self.errors, ValueError, TypeError)
         try:
-            return pymongo.MongoClient(self.url, tz_aware=True, uuidRepresentation="standard")
+            return kind(self.url, tz_aware=True, uuidRepresentation="standard")
         except malformed as exc:  # an unparsable URL or option
             raise BackendError(f"mongodb: {scrub(str(exc), self.url)}") from None
+
+    def _async_client(self) -> Any:
+        if self.stand_in:
+            from recallstack.adapters.mongo.stand_in import AsyncStandIn
+
+            return AsyncStandIn(self._blocking)
+        return self._client(asynchronous=True)
 
     def _stand_in(self) -> Any:
         import mongomock
@@ -118,7 +148,12 @@ class Connection:
             if not self.transactions:
                 yield None
                 return
-            with self.client.start_session() as session, session.start_transaction():
+            client = self.client
+            if isinstance(client, AwaitingClient):
+                with client.transaction() as session:
+                    yield session
+                return
+            with client.start_session() as session, session.start_transaction():
                 yield session
 
     def replace(
@@ -170,5 +205,6 @@ class Connection:
                 )
 
     def close(self) -> None:
+        self._awaiting.close(lambda client: client.close())
         if self.owns_client and not self.stand_in:
-            self.client.close()
+            self._blocking.close()

@@ -138,9 +138,20 @@ class MongoStorage(Storage):
 
     def __init__(self, url: str, *, client: Any = None, database: str | None = None) -> None:
         self.connection = Connection(url, client=client, database=database)
+        self.asyncio_driver = self.connection.asyncio_driver
         self.connection.migrate("storage", MIGRATIONS)
-        db = self.connection.db
-        self.resources, self.threads, self.messages = db[RESOURCES], db[THREADS], db[MESSAGES]
+
+    @property
+    def resources(self) -> Any:
+        return self.connection.db[RESOURCES]
+
+    @property
+    def threads(self) -> Any:
+        return self.connection.db[THREADS]
+
+    @property
+    def messages(self) -> Any:
+        return self.connection.db[MESSAGES]
 
     def close(self) -> None:
         self.connection.close()

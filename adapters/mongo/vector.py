@@ -74,6 +74,7 @@ class MongoVectorStore(VectorStore):
         if search not in ("auto", "atlas", "exact"):
             raise InvalidInputError(f"search must be 'auto', 'atlas' or 'exact', got {search!r}")
         self.connection = Connection(url, client=client, database=database)
+        self.asyncio_driver = self.connection.asyncio_driver
         self.driver_errors = self.connection.errors  # type: ignore[misc]
         self.connection.migrate("vector", MIGRATIONS)
         if search == "atlas" and self.connection.stand_in:

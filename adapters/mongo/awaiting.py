@@ -1,0 +1,101 @@
+"""pymongo's asyncio API (`AsyncMongoClient`) with the blocking API's shape, for the
+adapter's code running under `AsyncMemory`: each coroutine is awaited with
+`await_only` (core/awaiting.py), so storage and vector store are written once.
+
+Only what the adapter calls is here: collections by name, their methods, and
+cursors, which are read in slices (`to_list(n)`) so that a long result is never
+held whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from recallstack.core.awaiting import await_only, entered
+
+SLICE = 1_000
+"""Documents read from a cursor per round of the event loop."""
+
+
+class AwaitingClient:
+    """An `AsyncMongoClient` (or the stand-in's): databases by name, and transactions."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def __getitem__(self, name: str) -> AwaitingDatabase:
+        return AwaitingDatabase(self._client[name])
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """A session in a transaction: the asyncio session, which the collections'
+        methods take as `session=`."""
+        with (
+            entered(self._client.start_session()) as session,
+            entered(await_only(session.start_transaction())),
+        ):
+            yield session
+
+
+class AwaitingDatabase:
+    def __init__(self, database: Any) -> None:
+        self._database = database
+
+    def __getitem__(self, name: str) -> AwaitingCollection:
+        return AwaitingCollection(self._database[name])
+
+
+class AwaitingCollection:
+    """An `AsyncCollection`: `find` builds a cursor (no I/O), `aggregate` and
+    `list_search_indexes` are awaited for theirs, every other method is awaited."""
+
+    def __init__(self, collection: Any) -> None:
+        self._collection = collection
+        self.name: str = collection.name
+
+    @property
+    def database(self) -> AwaitingDatabase:
+        return AwaitingDatabase(self._collection.database)
+
+    def find(self, *args: Any, **kwargs: Any) -> AwaitingCursor:
+        return AwaitingCursor(self._collection.find(*args, **kwargs))
+
+    def aggregate(self, *args: Any, **kwargs: Any) -> AwaitingCursor:
+        return AwaitingCursor(await_only(self._collection.aggregate(*args, **kwargs)))
+
+    def list_search_indexes(self, *args: Any, **kwargs: Any) -> AwaitingCursor:
+        return AwaitingCursor(await_only(self._collection.list_search_indexes(*args, **kwargs)))
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._collection, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return await_only(method(*args, **kwargs))
+
+        return call
+
+
+class AwaitingCursor:
+    """An `AsyncCursor` or `AsyncCommandCursor`: shaped like the blocking one, read
+    `SLICE` documents per await."""
+
+    def __init__(self, cursor: Any) -> None:
+        self._cursor = cursor
+
+    def sort(self, *args: Any, **kwargs: Any) -> AwaitingCursor:
+        self._cursor.sort(*args, **kwargs)
+        return self
+
+    def skip(self, count: int) -> AwaitingCursor:
+        self._cursor.skip(count)
+        return self
+
+    def limit(self, count: int) -> AwaitingCursor:
+        self._cursor.limit(count)
+        return self
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        while documents := await_only(self._cursor.to_list(SLICE)):
+            yield from documents
