@@ -81,9 +81,15 @@ class Suite:
             for kind in ("vector", "storage"):
                 with contextlib.suppress(LookupError):
                     backend = self.registry.find(kind, url)
+                    # whether a given deployment's store awaits its driver is known only
+                    # once it is open: its cases run both ways (in a worker thread if not)
                     targets.append(
                         ConformanceTarget(
-                            backend=backend.name, kind=kind, start=_given(url), mode=f"url {url}"
+                            backend=backend.name,
+                            kind=kind,
+                            start=_given(url),
+                            mode=f"url {url}",
+                            asyncio_driver=True,
                         )
                     )
         self.targets = targets

@@ -52,6 +52,7 @@ def test_url_mode_and_storage(pytester: pytest.Pytester) -> None:
         "--recallstack-url", "memory://", "--recallstack-report", str(report), "-q"
     )
     assert result.ret == 0
+    assert "deselected" not in result.parseoutcomes()  # awaited as well as blocking
     kinds = {t.kind: t for t in Report.model_validate_json(report.read_text()).targets}
     assert set(kinds) == {"vector", "storage"}
     assert kinds["storage"].groups["8. Storage"].status == "pass"
