@@ -29,9 +29,10 @@ class HybridConfig(Model):
 
     weight: float = Field(default=0.5, ge=0, le=1)
     """The semantic signal's share of the fused score; the keyword signal has the rest."""
-    rrf_k: int = Field(default=60, gt=0)
-    """Reciprocal rank fusion's constant: a hit ranked r adds weight / (rrf_k + r)."""
-    candidates: int = Field(default=300, gt=0, le=10_000)
+    rrf_k: int = Field(default=10, gt=0)
+    """Reciprocal rank fusion's constant: a hit ranked r adds weight / (rrf_k + r). Small,
+    so the first few hits of each signal lead (measured on LoCoMo: docs/guide.md)."""
+    candidates: int = Field(default=100, gt=0, le=10_000)
     """How many hits each signal contributes before fusion."""
 
 
