@@ -80,7 +80,9 @@ class AsyncMemory:
         logger: logging.Logger | None = None,
     ) -> None:
         memory = Memory(storage, vector, embedder, options, logger=logger)
-        self._opened, memory._opened = memory._opened, []  # closed by aclose(), not by Memory
+        # closed by aclose(), not by Memory
+        self._opened, memory._opened = memory._opened, []
+        self._built, memory._built = memory._built, None
         self.config = memory.config
         self.storage = memory.storage
         self.history = memory.history
@@ -91,7 +93,6 @@ class AsyncMemory:
         }
         if memory.semantic is not None:  # the embedder awaits its model: see Embedder.aembed
             self._backends["CachedEmbedder"] = _AwaitedCache(memory.semantic.embedder)
-        self._built_embedder = memory.semantic is not None and not isinstance(embedder, Embedder)
 
     @classmethod
     def from_env(
@@ -127,14 +128,15 @@ class AsyncMemory:
             )
 
     async def aclose(self) -> None:
-        """Close the stores this memory opened from URLs (not those passed in); idempotent."""
+        """Close the stores this memory opened from URLs and the embedder it built from a
+        name (not those passed in); idempotent."""
         opened, self._opened = self._opened, []
         for store in reversed(opened):
             await AwaitedBackend(store).close()
-        close = getattr(self.semantic.embedder.embedder, "aclose", None) if self.semantic else None
-        if self._built_embedder and close is not None:
-            self._built_embedder = False
-            await close()
+        built, self._built = self._built, None
+        if built is not None:  # the embedder this memory built from a name: both its clients
+            await built.aclose()
+            built.close()
 
     # ---- resources ----------------------------------------------------------------
 

@@ -37,6 +37,13 @@ class Embedder(ABC):
         asynchronous client (`openai/...`) overrides it."""
         return await asyncio.to_thread(self.embed, texts)
 
+    def close(self) -> None:
+        """Release what the embedder opened (an HTTP client's connections). A memory
+        that built the embedder from a name closes it; this default has nothing to do."""
+
+    async def aclose(self) -> None:
+        """Release what `aembed` opened, on its event loop; this default has nothing to do."""
+
     def token_offsets(self, text: str) -> Sequence[int]:
         """The character offset where each of the text's tokens starts, as the model counts.
 

@@ -67,6 +67,8 @@ class Memory:
         self.config = MemoryConfig.model_validate(options or {})
         self._opened: list[Storage | VectorStore] = []
         """What this memory opened from URLs, and so closes; never what the caller passed."""
+        self._built: Embedder | None = None
+        """The embedder this memory built from a name, and so closes."""
         try:
             self._build(storage, vector, embedder, logger)
         except BaseException:
@@ -93,7 +95,10 @@ class Memory:
                     "semantic recall needs an embedder, e.g. 'local/all-MiniLM-L6-v2'"
                 )
             return
-        model = embedder if isinstance(embedder, Embedder) else registry().embedder(embedder)
+        if isinstance(embedder, Embedder):
+            model = embedder
+        else:
+            model = self._built = registry().embedder(embedder)
         if isinstance(vector, VectorStore):
             store = vector
         else:
@@ -265,7 +270,11 @@ class Memory:
         return run(self._ops.reindex(batch_size, progress), self._backends)
 
     def close(self) -> None:
-        """Close the stores this memory opened from URLs (not those passed in); idempotent."""
+        """Close the stores this memory opened from URLs and the embedder it built from a
+        name (not those passed in); idempotent."""
         opened, self._opened = self._opened, []
         for store in reversed(opened):
             store.close()
+        built, self._built = self._built, None
+        if built is not None:
+            built.close()

@@ -236,6 +236,7 @@ class OpenAIEmbedder(Embedder):
         raise AssertionError("unreachable")
 
     def close(self) -> None:
+        """Close the blocking client (`aclose()` closes the asynchronous one)."""
         self._client.close()
 
     async def aclose(self) -> None:

@@ -434,3 +434,39 @@ def test_async_memory_over_the_http_embedder(
 
     assert asyncio.run(main())[0] == "a"
     assert len(server.requests) == 2  # the save's batch and the query, both awaited
+
+
+def test_a_memory_closes_the_clients_of_an_embedder_it_built(
+    server: EmbeddingServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An embedder built from a name is the memory's to close (both its HTTP clients,
+    under AsyncMemory); one passed in is the caller's."""
+    import asyncio
+
+    from recallstack import AsyncMemory, Memory, Message
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+    memory = Memory("memory://", "memory://", "openai/all-MiniLM-L6-v2")
+    assert memory.semantic is not None
+    built = memory.semantic.embedder.embedder
+    assert isinstance(built, OpenAIEmbedder) and not built._client.is_closed
+    memory.close()
+    assert built._client.is_closed
+    passed = client(server)
+    with Memory("memory://", "memory://", passed):
+        pass
+    assert not passed._client.is_closed
+
+    async def main() -> OpenAIEmbedder:
+        options = {"semantic_recall": True}
+        async with AsyncMemory("memory://", "memory://", "openai/all-MiniLM-L6-v2", options) as m:
+            await m.create_thread("maya", thread_id="t")
+            await m.save_messages([Message(thread_id="t", role="user", content="hello")])
+            assert m.semantic is not None
+            embedder = m.semantic.embedder.embedder
+            assert isinstance(embedder, OpenAIEmbedder) and embedder._async_client is not None
+            return embedder
+
+    built = asyncio.run(main())
+    assert built._async_client is None and built._client.is_closed
