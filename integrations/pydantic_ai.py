@@ -30,9 +30,10 @@ except ImportError as exc:
     raise missing("pydantic_ai", exc, "pydantic-ai") from exc
 
 from recallstack.core.async_memory import AsyncMemory
+from recallstack.core.config import MessageRange
 from recallstack.core.inputs import check_id
 from recallstack.core.messages import Message, Role, as_utc
-from recallstack.core.operations import SaveResult
+from recallstack.core.operations import RecallResult, SaveResult
 from recallstack.integrations.recalled import NOTE, memory_search, note
 from recallstack.integrations.threads import own_thread
 
@@ -55,9 +56,17 @@ def recall_history(memory: AsyncMemory, *, thread_id: str, resource_id: str) -> 
         query = next((p for p in reversed(prompts) if isinstance(p, str) and p.strip()), None)
         if query is None:
             return messages
-        found = await memory.recall(thread_id, resource_id, vector_search_string=query, per_page=0)
         in_history = {m.run_id for m in messages if m.run_id}  # saved runs the model has
-        text = note([m for m in found.messages if m.id.split(":")[0] not in in_history])
+        config = memory.config.recall_or_default
+        # their saved messages may rank first: ask for as many more hits as they can
+        # number (save_run keeps at most one per part), keep the best top_k of the rest
+        room = sum(len(m.parts) for m in messages if m.run_id in in_history)
+        most = memory.semantic.vector.capabilities.max_top_k if memory.semantic else 0
+        wider = {"semantic_recall": {"top_k": max(config.top_k, min(config.top_k + room, most))}}
+        found = await memory.recall(
+            thread_id, resource_id, vector_search_string=query, per_page=0, thread_config=wider
+        )
+        text = note(_outside(found, in_history, config.top_k, config.message_range))
         if text is None:
             return messages
         part = SystemPromptPart(content=text)
@@ -110,6 +119,30 @@ async def save_run(
 
 
 _TICK = timedelta(microseconds=1)
+
+
+def _outside(
+    found: RecallResult, runs: set[str], top_k: int, window: MessageRange
+) -> list[Message]:
+    """The best `top_k` hits saved from runs other than `runs`, with their neighbours.
+    Per thread, `found.messages` holds each hit's whole window in order, so a hit's
+    neighbours are the entries beside it."""
+
+    def outside(message_id: str) -> bool:
+        return message_id.split(":")[0] not in runs
+
+    hits = [h.message_id for h in found.hits if outside(h.message_id)][:top_k]
+    threads: dict[str, list[Message]] = {}
+    for m in found.messages:
+        threads.setdefault(m.thread_id, []).append(m)
+    kept: set[str] = set()
+    for thread in threads.values():
+        at = {m.id: n for n, m in enumerate(thread)}
+        for hit in hits:
+            if hit in at:
+                start, end = max(0, at[hit] - window.before), at[hit] + window.after + 1
+                kept.update(m.id for m in thread[start:end])
+    return [m for m in found.messages if m.id in kept and outside(m.id)]
 
 
 def _is_note(part: object) -> bool:

@@ -192,3 +192,28 @@ async def test_runs_in_the_history_are_not_recalled_again(memory: AsyncMemory) -
     (sent,) = notes(model.sent[0])
     assert "no fish either" in sent  # from the other thread
     assert "vegetarian or not" not in sent and "Noted, vegetarian" not in sent  # in history
+
+
+async def test_history_runs_ranked_first_still_leave_top_k_recalled(memory: AsyncMemory) -> None:
+    """Saved messages of runs in the history that rank above everything else do not
+    use up `top_k` (2 here): the best two from outside the history are recalled."""
+    await seed(memory)  # another thread: "I am vegetarian, no fish either", ...
+    history: list[ModelMessage] = []
+    for n in range(3):
+        answer = ModelResponse(parts=[TextPart(f"vegetarian, any fish? noted {n}")])
+        run = await Agent(FunctionModel(lambda messages, info, a=answer: a)).run(
+            "vegetarian, any fish?", message_history=history
+        )
+        await save_run(memory, run.new_messages(), thread_id="chat", resource_id="maya")
+        history = run.all_messages()
+
+    model = Recorder()
+    agent = Agent(
+        FunctionModel(model),
+        capabilities=[recall_history(memory, thread_id="chat", resource_id="maya")],
+    )
+    await agent.run("vegetarian, any fish?", message_history=history)
+    (sent,) = notes(model.sent[0])
+    assert "no fish either" in sent and "noted" not in sent
+    lines = [line for line in sent.splitlines() if line.startswith("[")]
+    assert len(lines) == 2, sent  # top_k, none of them from the history
