@@ -113,6 +113,23 @@ def finish_on(loop: asyncio.AbstractEventLoop, work: Callable[[], Awaitable[obje
         asyncio.run_coroutine_threadsafe(_awaited(work), loop).result()
 
 
+class Awaiting:
+    """An asyncio object (a driver's client, collection, ...) with its blocking twin's
+    methods: each call's coroutine is awaited with `await_only`. Adapters subclass it
+    for the methods whose shapes differ."""
+
+    def __init__(self, target: Any) -> None:
+        self._target = target
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._target, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return await_only(method(*args, **kwargs))
+
+        return call
+
+
 class PerLoop(Generic[T]):
     """An asyncio object (a pool, a client) for the running loop. Such an object
     belongs to the loop that made it, so it is made on first use there, and made again

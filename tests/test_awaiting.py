@@ -9,6 +9,7 @@ import pytest
 
 from recallstack.conformance.async_api import loop_thread
 from recallstack.core.awaiting import (
+    Awaiting,
     PerLoop,
     await_only,
     drained,
@@ -136,3 +137,24 @@ def test_per_loop_makes_one_object_per_loop_and_closes_it_on_its_loop() -> None:
     assert asyncio.run(on_a_loop(False)) == 1
     assert asyncio.run(on_a_loop(True)) == 2  # another loop: another object, closed there
     assert len(made) == 2 and closed == made[1:] and held.held is None
+
+
+def test_awaiting_gives_an_asyncio_object_its_blocking_twins_methods() -> None:
+    """Each method call's coroutine is awaited; its result and its errors come back."""
+
+    class Driver:
+        async def add(self, a: int, b: int = 0) -> int:
+            await asyncio.sleep(0)
+            return a + b
+
+        async def fail(self) -> None:
+            await asyncio.sleep(0)
+            raise KeyError("gone")
+
+    def blocking(client: Awaiting) -> int:
+        with pytest.raises(KeyError, match="gone"):
+            client.fail()
+        result: int = client.add(2, b=3)
+        return result
+
+    assert asyncio.run(greenlet_spawn(blocking, Awaiting(Driver()))) == 5

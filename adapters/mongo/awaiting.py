@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Self
 
-from recallstack.core.awaiting import await_only, entered
+from recallstack.core.awaiting import Awaiting, await_only, entered
 
 SLICE = 1_000
 """Documents read from a cursor per round of the event loop."""
@@ -47,54 +47,51 @@ class AwaitingDatabase:
         return AwaitingCollection(self._database[name])
 
 
-class AwaitingCollection:
+class AwaitingCollection(Awaiting):
     """An `AsyncCollection`: `find` builds a cursor (no I/O), `aggregate` and
     `list_search_indexes` are awaited for theirs, every other method is awaited."""
 
     def __init__(self, collection: Any) -> None:
-        self._collection = collection
+        super().__init__(collection)
         self.name: str = collection.name
 
     @property
     def database(self) -> AwaitingDatabase:
-        return AwaitingDatabase(self._collection.database)
+        return AwaitingDatabase(self._target.database)
 
     def find(self, *args: Any, **kwargs: Any) -> AwaitingCursor:
-        return AwaitingCursor(self._collection.find(*args, **kwargs))
+        return AwaitingCursor(self._target.find(*args, **kwargs))
 
     def aggregate(self, *args: Any, **kwargs: Any) -> AwaitingCursor:
-        return AwaitingCursor(await_only(self._collection.aggregate(*args, **kwargs)))
+        return AwaitingCursor(await_only(self._target.aggregate(*args, **kwargs)))
 
     def list_search_indexes(self, *args: Any, **kwargs: Any) -> AwaitingCursor:
-        return AwaitingCursor(await_only(self._collection.list_search_indexes(*args, **kwargs)))
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self._collection, name)
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            return await_only(method(*args, **kwargs))
-
-        return call
+        return AwaitingCursor(await_only(self._target.list_search_indexes(*args, **kwargs)))
 
 
-class AwaitingCursor:
-    """An `AsyncCursor` or `AsyncCommandCursor`: shaped like the blocking one, read
-    `SLICE` documents per await."""
+class Chained:
+    """A cursor's builder methods (`sort`, `skip`, `limit`: no I/O), passed on to the
+    cursor it wraps and chained as pymongo's are."""
 
     def __init__(self, cursor: Any) -> None:
         self._cursor = cursor
 
-    def sort(self, *args: Any, **kwargs: Any) -> AwaitingCursor:
+    def sort(self, *args: Any, **kwargs: Any) -> Self:
         self._cursor.sort(*args, **kwargs)
         return self
 
-    def skip(self, count: int) -> AwaitingCursor:
+    def skip(self, count: int) -> Self:
         self._cursor.skip(count)
         return self
 
-    def limit(self, count: int) -> AwaitingCursor:
+    def limit(self, count: int) -> Self:
         self._cursor.limit(count)
         return self
+
+
+class AwaitingCursor(Chained):
+    """An `AsyncCursor` or `AsyncCommandCursor`: shaped like the blocking one, read
+    `SLICE` documents per await."""
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         while documents := await_only(self._cursor.to_list(SLICE)):

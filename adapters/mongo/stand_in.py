@@ -13,6 +13,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from recallstack.adapters.mongo.awaiting import Chained
+
 COLLECTION_COROUTINES = frozenset(
     {
         "count_documents",
@@ -79,23 +81,8 @@ class _Collection:
         return call
 
 
-class _Cursor:
+class _Cursor(Chained):
     """`AsyncCursor` (and `AsyncCommandCursor`) over a mongomock cursor."""
-
-    def __init__(self, cursor: Any) -> None:
-        self._cursor = cursor
-
-    def sort(self, *args: Any, **kwargs: Any) -> _Cursor:
-        self._cursor.sort(*args, **kwargs)
-        return self
-
-    def skip(self, count: int) -> _Cursor:
-        self._cursor.skip(count)
-        return self
-
-    def limit(self, count: int) -> _Cursor:
-        self._cursor.limit(count)
-        return self
 
     async def to_list(self, length: int | None = None) -> list[dict[str, Any]]:
         return list(itertools.islice(self._cursor, length))

@@ -20,7 +20,7 @@ from uuid import UUID
 from recallstack.adapters.qdrant.filters import Dialect
 from recallstack.adapters.qdrant.payload import INDEXED_FIELDS, point_id
 from recallstack.adapters.table_names import table_name
-from recallstack.core.awaiting import PerLoop, await_only, in_asyncio
+from recallstack.core.awaiting import Awaiting, PerLoop, in_asyncio
 from recallstack.core.errors import IndexNotFoundError, InvalidInputError
 from recallstack.core.urls import endpoint, redact
 from recallstack.core.vectors import IndexConfig, Metric
@@ -101,7 +101,7 @@ class ClientDriver:
     def client(self) -> Any:
         """The blocking client, or under `AsyncMemory` the running loop's asyncio one."""
         if self.asyncio_driver and in_asyncio():
-            return _Serialised(_Awaiting(self._awaiting.get()), self._serial)
+            return _Serialised(Awaiting(self._awaiting.get()), self._serial)
         return _Serialised(self._blocking, self._serial)
 
     def _async_client(self) -> Any:
@@ -242,22 +242,6 @@ class ClientDriver:
     def count(self, name: str) -> int:
         counted: int = self.client.count(self._collection(name), exact=True).count
         return counted
-
-
-class _Awaiting:
-    """An `AsyncQdrantClient` with the blocking client's methods (the two share their
-    signatures): each call's coroutine is awaited with `await_only`."""
-
-    def __init__(self, client: Any) -> None:
-        self._client = client
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self._client, name)
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            return await_only(method(*args, **kwargs))
-
-        return call
 
 
 class _Serialised:
