@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from recallstack.adapters.key_encoding import decode_key, encode_key
 from recallstack.adapters.libsql.database import Database, Location, parse_url
-from recallstack.adapters.libsql.storage import MIGRATIONS, LibSQLStorage
+from recallstack.adapters.libsql.storage import LENGTHS, MIGRATIONS, LibSQLStorage
 from recallstack.adapters.libsql.vector import LibSQLVectorStore
+from recallstack.adapters.memory.storage import InMemoryStorage
 from recallstack.adapters.table_names import table_name
 from recallstack.core.errors import BackendError, InvalidInputError
 from recallstack.core.messages import Message
-from recallstack.core.records import Thread
+from recallstack.core.records import Include, Thread
 from recallstack.core.registry import registry
 
 
@@ -93,6 +96,39 @@ def test_migrates_an_older_schema(tmp_path: Path) -> None:
     LibSQLStorage(url)  # opening again migrates nothing twice
 
 
+def test_a_recalls_reads_never_walk_a_whole_resource(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The windows of a few hits and a thread's page, scoped to a resource, are read
+    through the ids and the thread, not through the resource's index: SQLite, without
+    statistics, picked the resource index, which read every row of a large resource
+    (12 ms a recall at 10,000 messages). Checked on the plans SQLite makes."""
+    storage = LibSQLStorage(f"libsql:///{tmp_path / 'm.db'}")
+    storage.save_thread(Thread(id="t", resource_id="maya"))
+    storage.save_messages(
+        [Message(id=f"m{n}", thread_id="t", role="user", content=f"note {n}") for n in range(30)]
+    )
+    statements: list[tuple[str, Any]] = []
+    query = Database.query
+
+    def recording(db: Database, sql: str, params: Any = ()) -> Any:
+        statements.append((sql, params))
+        return query(db, sql, params)
+
+    monkeypatch.setattr(Database, "query", recording)
+    windows = storage.message_windows([Include(id="m7", before=1, after=1)], resource_id="maya")
+    page = storage.list_messages("t", resource_id="maya", per_page=5)
+    monkeypatch.undo()
+    assert [m.id for m in windows] == ["m6", "m7", "m8"] and len(page.items) == 5
+    plans = [
+        str(step)
+        for sql, params in statements
+        if "recallstack_messages" in sql
+        for step in storage.db.query(f"EXPLAIN QUERY PLAN {sql}", params)
+    ]
+    assert plans and not [p for p in plans if "recallstack_messages_resource (resource_id=?)" in p]
+
+
 def test_keyword_search_covers_messages_saved_before_it_existed(tmp_path: Path) -> None:
     url = f"libsql:///{tmp_path / 'v3.db'}"
     old = Database(url)
@@ -111,6 +147,31 @@ def test_keyword_search_covers_messages_saved_before_it_existed(tmp_path: Path) 
     old.close()
     storage = LibSQLStorage(url)
     assert [i for i, _ in storage.search_words("Lisbon hotel", resource_id="r")] == ["a", "c"]
+
+
+def test_word_lengths_are_filled_in_for_a_store_of_schema_version_4(tmp_path: Path) -> None:
+    """Version 4 kept each message's word count only in FTS5's column; version 5 copies
+    them to a plain table, which keyword search reads: the same scores."""
+    url = f"libsql:///{tmp_path / 'v4.db'}"
+    old = Database(url)
+    old.migrate("storage", MIGRATIONS[:3])
+    old.query("INSERT INTO recallstack_threads VALUES ('t', 'r', NULL, '{}', 0, 0)")
+    texts = ["Lisbon hotel by the river", "a hotel in Porto, a long stay by the sea", "Lisbon"]
+    for n, text in enumerate(texts):
+        old.query(
+            "INSERT INTO recallstack_messages VALUES (?, 't', 'r', 'user', ?, 0, NULL)",
+            (f"m{n}", json.dumps(text)),
+        )
+    old.migrate("storage", MIGRATIONS[:4])
+    old.query(f"DROP TABLE {LENGTHS}")  # as version 4 left it
+    old.close()
+    storage = LibSQLStorage(url)
+    found = storage.search_words("Lisbon hotel", resource_id="r")
+    reference = InMemoryStorage()
+    reference.save_thread(storage.get_thread("t"))  # type: ignore[arg-type]
+    reference.save_messages(storage.get_messages(["m0", "m1", "m2"]))
+    assert found == reference.search_words("Lisbon hotel", resource_id="r")
+    assert [i for i, _ in found] == ["m0", "m2", "m1"]
 
 
 def test_a_newer_schema_is_refused_and_left_untouched(tmp_path: Path) -> None:
