@@ -336,7 +336,7 @@ def test_async_memory_awaits_the_asyncio_client(url: str) -> None:
     config = {"semantic_recall": {"top_k": 2, "message_range": 1}}
 
     async def main() -> list[list[str]]:
-        async with AsyncMemory(storage, vector, "hash/32", config) as memory:
+        async with AsyncMemory(storage, vector, "hash/256", config) as memory:
             await memory.create_thread("maya", thread_id="t")
             first = Message(thread_id="t", role="user", content="hello")
             await memory.save_messages([first])  # both stores' asyncio clients are made
