@@ -8,8 +8,12 @@ offline local model, turn text as `bench/locomo.py` writes it), ranks each
 question's turns by cosine and by BM25 (`core/keywords.py`, with the
 conversation's own statistics, as every backend computes them), then fuses
 the two rankings as `SemanticRecall` does, for every `rrf_k`, `weight` and
-`candidates` of the grid: a grid costs seconds. Its figures for a setting
-are `bench/locomo.py`'s (checked for the default and the old default).
+`candidates` of the grid: a grid costs seconds. Then the same with
+contextual vectors (`{"context": 1}`): each turn embedded after the turn
+before it in its session, a third ranking, each hit crediting that turn,
+for every `context_share` and `context_credit` of a second grid. Its
+figures for a setting are `bench/locomo.py`'s (checked for both defaults
+and the old default).
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-from collections import Counter
+from collections import Counter, defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,40 +33,85 @@ from recallstack.core.keywords import bm25, query_terms, words
 from recallstack.core.registry import registry
 
 GRID = {"rrf_k": (5, 10, 20, 60), "weight": (0.4, 0.5, 0.6), "candidates": (100, 300)}
+CONTEXT_GRID = {
+    "rrf_k": (10, 12),
+    "weight": (0.5, 0.6),
+    "candidates": (100, 300),
+    "context_share": (0.75, 0.85),
+    "context_credit": (0.45, 0.55),
+}
 TOP = max(KS)
 
 
-def rankings(data: list[dict[str, Any]]) -> list[tuple[set[str], list[str], list[str]]]:
-    """Per question of categories 1-4: (its evidence, turns by cosine, turns by BM25)."""
+@dataclass(frozen=True)
+class Question:
+    """A question's evidence, and the conversation's turns as each signal ranks them."""
+
+    evidence: set[str]
+    by_cosine: list[str]
+    by_words: list[str]
+    by_context: list[str]
+    previous: dict[str, str]
+    """Each turn's turn before it in its session: what its contextual vector holds."""
+
+
+def rankings(data: list[dict[str, Any]]) -> list[Question]:
+    """Every question of categories 1-4, with its rankings."""
     embedder = registry().embedder("local/all-MiniLM-L6-v2")
     found = []
     for sample in data:
-        turns = [t for _, _, session in sessions(sample["conversation"]) for t in session]
-        ids = [t["dia_id"] for t in turns]
-        texts = [turn_text(t) for t in turns]
+        ids: list[str] = []
+        texts: list[str] = []
+        contexts: list[str] = []
+        previous: dict[str, str] = {}
+        for _, _, session in sessions(sample["conversation"]):
+            for n, turn in enumerate(session):
+                ids.append(turn["dia_id"])
+                texts.append(turn_text(turn))
+                contexts.append("\n".join(texts[-2:]) if n else texts[-1])
+                if n:
+                    previous[ids[-1]] = ids[-2]
         vectors = embedder.embed(texts)
+        in_context = embedder.embed(contexts)
         documents = {i: Counter(words(text)) for i, text in zip(ids, texts, strict=True)}
         questions = [qa for qa in sample["qa"] if qa.get("category") in CATEGORIES]
         asked = embedder.embed([qa["question"] for qa in questions])
         for qa, query in zip(questions, asked, strict=True):
-            by_cosine = [ids[n] for n in np.argsort(-(vectors @ query), kind="stable")]
             scores = bm25(query_terms(qa["question"]), documents)
-            by_words = sorted(scores, key=lambda i: (-scores[i], i))
-            found.append((evidence(qa), by_cosine, by_words))
+            found.append(
+                Question(
+                    evidence(qa),
+                    by_cosine=[ids[n] for n in np.argsort(-(vectors @ query), kind="stable")],
+                    by_words=sorted(scores, key=lambda i: (-scores[i], i)),
+                    by_context=[ids[n] for n in np.argsort(-(in_context @ query), kind="stable")],
+                    previous=previous,
+                )
+            )
     return found
 
 
 def recall_at(
-    questions: list[tuple[set[str], list[str], list[str]]], rrf_k: int, weight: float, pool: int
+    questions: list[Question],
+    rrf_k: int,
+    weight: float,
+    pool: int,
+    context_share: float = 0.0,
+    context_credit: float = 0.0,
 ) -> list[float]:
-    """R@k over the questions, fused as SemanticRecall fuses (top_k = the largest k)."""
+    """R@k over the questions, fused as SemanticRecall fuses (top_k = the largest k);
+    a `context_share` adds the contextual ranking."""
     totals = [0.0] * len(KS)
-    for wanted, by_cosine, by_words in questions:
-        fused: dict[str, float] = {}
-        for rank, i in enumerate(by_cosine[: max(TOP, pool)], start=1):
-            fused[i] = fused.get(i, 0.0) + weight / (rrf_k + rank)
-        for rank, i in enumerate(by_words[:pool], start=1):
-            fused[i] = fused.get(i, 0.0) + (1 - weight) / (rrf_k + rank)
+    for q in questions:
+        fused: defaultdict[str, float] = defaultdict(float)
+        for rank, i in enumerate(q.by_cosine[: max(TOP, pool)], start=1):
+            fused[i] += weight * (1 - context_share) / (rrf_k + rank)
+        for rank, i in enumerate(q.by_context[: max(TOP, pool)] if context_share else [], 1):
+            fused[i] += weight * context_share * (1 - context_credit) / (rrf_k + rank)
+            if i in q.previous:
+                fused[q.previous[i]] += weight * context_share * context_credit / (rrf_k + rank)
+        for rank, i in enumerate(q.by_words[:pool], start=1):
+            fused[i] += (1 - weight) / (rrf_k + rank)
+        wanted = q.evidence
         ranked = sorted(fused, key=lambda i: (-fused[i], i))[:TOP]
         for n, k in enumerate(KS):
             totals[n] += len(wanted & set(ranked[:k])) / len(wanted) if wanted else 1.0
@@ -83,6 +133,13 @@ def main() -> None:
         print(f"| {rrf_k} | {weight} | {pool} | " + " | ".join(f"{x:.1f}" for x in figures) + " |")
     for name, figures in PAPER.items():
         print(f"| {name} | | | " + " | ".join(f"{x:.1f}" for x in figures) + " |")
+    print("\nwith contextual vectors, {'context': 1}")
+    print("| " + " | ".join(CONTEXT_GRID) + " | " + " | ".join(f"R@{k}" for k in KS) + " |")
+    print("|" + "---|" * (len(CONTEXT_GRID) + len(KS)))
+    for setting in itertools.product(*CONTEXT_GRID.values()):
+        figures = recall_at(questions, *setting)
+        cells = [*map(str, setting), *(f"{x:.1f}" for x in figures)]
+        print("| " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,9 @@ not recall). Each recall: history page
 windows (one neighbour each side). "Excluded": the query's embedding is
 already cached; "included": a new query text, embedded by the local model.
 `--hybrid` measures the same recalls again with hybrid recall (the keyword
-side from LibSQL's FTS5) and prints the ratio to semantic-only.
+side from LibSQL's FTS5), and with contextual vectors too (`{"context": 1}`,
+random ones written beside the others), and prints the ratios to
+semantic-only.
 """
 
 from __future__ import annotations
@@ -67,12 +69,18 @@ def percentiles(samples: list[float]) -> str:
     return f"p50 {statistics.median(ms):7.2f} ms   p95 {p95:7.2f} ms"
 
 
-def populate(memory: Memory, size: int, users: int, index: str | None = None) -> None:
+def populate(
+    memory: Memory, size: int, users: int, index: str | None = None, context: bool = False
+) -> None:
+    """Messages, and random vectors with Memory's metadata; with `context`, contextual
+    vectors too (`hybrid={"context": 1}`), with the `previous_id` Memory writes."""
     assert memory.semantic is not None
     semantic = memory.semantic
     name = semantic.index_name()
+    names = [name, f"{name}_context1"] if context else [name]
     dimension = semantic.embedder.embedder.dimension
-    semantic.vector.create_index(name, dimension, config={"type": index})
+    for each in names:
+        semantic.vector.create_index(each, dimension, config={"type": index})
     rng = np.random.default_rng(1)
     threads = size // PER_THREAD
     batch: list[Message] = []
@@ -107,7 +115,14 @@ def populate(memory: Memory, size: int, users: int, index: str | None = None) ->
                 for m in batch
             ]
             semantic.vector.upsert(name, [m.id for m in batch], vectors, metadata)
-            memory.storage.mark_indexed([m.id for m in batch], name)
+            if context:
+                for row, m in zip(metadata, batch, strict=True):
+                    if not m.id.endswith("-m0"):
+                        row["previous_id"] = f"{m.thread_id}-m{int(m.id.split('-m')[1]) - 1}"
+                vectors = rng.normal(size=(len(batch), dimension)).astype(np.float32)
+                semantic.vector.upsert(names[1], [m.id for m in batch], vectors, metadata)
+            for each in names:
+                memory.storage.mark_indexed([m.id for m in batch], each)
             batch = []
 
 
@@ -167,7 +182,7 @@ def measure_at(
     options = OPTIONS
     memory = Memory(url, url, embedder, options)
     start = time.perf_counter()
-    populate(memory, size, users, index)
+    populate(memory, size, users, index, context=hybrid)
     took = time.perf_counter() - start
     kind = url.split(":")[0] + (f", {index} index" if index else "")
     print(f"\n== {size:,} stored messages, {users} users ({embedder}, {kind}) ==")
@@ -190,7 +205,9 @@ def measure_at(
     print(f"on disk                     {disk_size(url) / 2**20:8.0f} MB")
     modes = [("semantic", options)]
     if hybrid:
-        modes.append(("hybrid", {**options, "semantic_recall": {"top_k": 4, "hybrid": True}}))
+        for mode, hybrid_options in (("hybrid", True), ("hybrid, context 1", {"context": 1})):
+            recall = {"top_k": 4, "hybrid": hybrid_options}
+            modes.append((mode, {**options, "semantic_recall": recall}))
     p50: dict[str, float] = {}
     for mode, mode_options in modes:
         with Memory(url, url, embedder, mode_options) as memory:
@@ -198,8 +215,9 @@ def measure_at(
         p50[mode] = statistics.median(excluded)
         print(f"{mode}, embedding excluded  {percentiles(excluded)}")
         print(f"{mode}, embedding included  {percentiles(included)}")
-    if hybrid:
-        print(f"hybrid / semantic p50 (embedding excluded)  {p50['hybrid'] / p50['semantic']:.2f}x")
+    for mode, _ in modes[1:]:
+        ratio = p50[mode] / p50["semantic"]
+        print(f"{mode} / semantic p50 (embedding excluded)  {ratio:.2f}x")
 
 
 def measure(memory: Memory, probes: list[tuple[str, str]]) -> tuple[list[float], list[float]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
@@ -22,18 +23,55 @@ class MessageRange(Model):
     after: int = Field(default=1, ge=0)
 
 
+@dataclass(frozen=True)
+class Fusion:
+    """The numbers hybrid recall fuses with: `HybridConfig`'s, its unset ones filled in."""
+
+    weight: float
+    rrf_k: int
+    candidates: int
+    context_share: float
+    context_credit: float
+
+
+# Measured on LoCoMo (docs/guide.md): the best without and with contextual vectors.
+FUSION_DEFAULTS = {
+    False: Fusion(weight=0.5, rrf_k=10, candidates=100, context_share=0.85, context_credit=0.55),
+    True: Fusion(weight=0.6, rrf_k=10, candidates=300, context_share=0.85, context_credit=0.55),
+}
+
+
 class HybridConfig(Model):
-    """Hybrid recall: the semantic and the keyword signal fused by reciprocal rank."""
+    """Hybrid recall: the semantic and the keyword signal fused by reciprocal rank, and
+    optionally contextual vectors. Fields left unset (None) take the defaults measured
+    for this `context` (`fusion`), so that changing `context` alone moves them too."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    weight: float = Field(default=0.5, ge=0, le=1)
-    """The semantic signal's share of the fused score; the keyword signal has the rest."""
-    rrf_k: int = Field(default=10, gt=0)
-    """Reciprocal rank fusion's constant: a hit ranked r adds weight / (rrf_k + r). Small,
-    so the first few hits of each signal lead (measured on LoCoMo: docs/guide.md)."""
-    candidates: int = Field(default=100, gt=0, le=10_000)
+    context: int = Field(default=0, ge=0, le=8)
+    """Messages before each message in its thread that are embedded with it into a
+    second, contextual vector (0: none). Its own index, so turning it on never mixes
+    vectors of two kinds; `Memory.reindex()` fills it for messages saved before."""
+    weight: float | None = Field(default=None, ge=0, le=1)
+    """The semantic signals' share of the fused score; the keyword signal has the rest."""
+    rrf_k: int | None = Field(default=None, gt=0)
+    """Reciprocal rank fusion's constant: a hit ranked r adds its weight / (rrf_k + r).
+    Small, so the first few hits of each signal lead."""
+    candidates: int | None = Field(default=None, gt=0, le=10_000)
     """How many hits each signal contributes before fusion."""
+    context_share: float | None = Field(default=None, ge=0, le=1)
+    """With `context`: the contextual vectors' part of the semantic share; the
+    message's own vectors have the rest."""
+    context_credit: float | None = Field(default=None, ge=0, le=1)
+    """With `context`: the part of a contextual hit's weight credited to the message
+    just before it (the context that made it match), rather than to the hit."""
+
+    @property
+    def fusion(self) -> Fusion:
+        """The numbers to fuse with: those set here, the measured defaults otherwise."""
+        given = {f: getattr(self, f) for f in Fusion.__dataclass_fields__}
+        chosen = {f: v for f, v in given.items() if v is not None}
+        return replace(FUSION_DEFAULTS[self.context > 0], **chosen)
 
 
 class SemanticRecallConfig(Model):
@@ -51,7 +89,13 @@ class SemanticRecallConfig(Model):
     chunk_overlap: int = Field(default=32, ge=0)
     """Tokens consecutive chunks of a long message share (at most half a chunk)."""
     hybrid: HybridConfig | Literal[False] = False
-    """Fuse a keyword signal (BM25, from storage) with the semantic one; True: defaults."""
+    """Fuse a keyword signal (BM25, from storage) with the semantic one, and optionally
+    contextual vectors; True: defaults."""
+
+    @property
+    def context(self) -> int:
+        """How many earlier messages a contextual vector holds (0: none)."""
+        return self.hybrid.context if self.hybrid else 0
 
     @field_validator("hybrid", mode="before")
     @classmethod

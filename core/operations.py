@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from recallstack.core.calls import Steps, call
-from recallstack.core.config import MemoryConfig
+from recallstack.core.config import MemoryConfig, SemanticRecallConfig
 from recallstack.core.errors import InvalidInputError, NotFoundError
 from recallstack.core.inputs import check_id, check_ids
 from recallstack.core.message_history import MessageHistory
@@ -68,6 +68,7 @@ class SearchHit:
     score: float
     dense_score: float | None = None
     keyword_score: float | None = None
+    context_score: float | None = None
 
 
 @dataclass(frozen=True)
@@ -168,16 +169,53 @@ class Operations:
         recall = self.config.merged(thread_config).semantic_recall
         if not recall or self.semantic is None:
             return SaveResult((yield from call(Storage.save_messages, messages)))
+        stale = yield from self._moving_followers(messages, recall)
         saved = yield from call(Storage.upsert_messages, messages)
         if not saved.messages:
             return SaveResult([])
         # a message saved for the first time has no vectors to replace: its save
         # deletes nothing, which keeps every backend's write to an upsert
         new = [m.id for m in saved.messages if m.id not in saved.existing]
+        ids = {m.id for m in saved.messages}
+        followers = yield from self.semantic.followers_steps(list(ids), recall)
+        refresh = {m.id: m for m in [*stale, *followers] if m.id not in ids}
         report = yield from self.semantic.index_steps(
-            saved.messages, recall, new=new, threads=saved.threads, known=known
+            [*saved.messages, *refresh.values()],
+            recall,
+            new=new,
+            threads=saved.threads,
+            known=known,
         )
-        return SaveResult(saved.messages, report.indexed, report.failed, report.error)
+        return SaveResult(
+            saved.messages,
+            [i for i in report.indexed if i in ids],
+            [i for i in report.failed if i in ids],
+            report.error,
+        )
+
+    def _moving_followers(
+        self, messages: Sequence[Message], recall: SemanticRecallConfig
+    ) -> Steps[list[Message]]:
+        """Before a save, with contextual vectors: the messages after the stored versions
+        of these, whose context changes if a message moves or changes. Their ledger
+        records go first, so that a crash before they are re-embedded leaves them for
+        `reindex()`. Read per resource, so that nothing of another resource is touched."""
+        if not recall.context or self.semantic is None:
+            return []
+        if any(not isinstance(m, Message) for m in messages):
+            return []  # the save refuses them
+        by_resource: dict[str, list[str]] = {}
+        for thread_id in dict.fromkeys(m.thread_id for m in messages):
+            thread = yield from call(Storage.get_thread, thread_id)
+            if thread is not None:
+                named = [m.id for m in messages if m.thread_id == thread_id]
+                by_resource.setdefault(thread.resource_id, []).extend(named)
+        stale: list[Message] = []
+        for resource_id, ids in by_resource.items():
+            stale += yield from self.semantic.followers_steps(ids, recall, resource_id)
+        if stale:
+            yield from call(Storage.forget_indexed, [m.id for m in stale])
+        return stale
 
     def update_messages(
         self, messages: Sequence[Message], thread_config: Mapping[str, Any] | None
@@ -191,11 +229,18 @@ class Operations:
     def delete_messages(self, ids: Sequence[str]) -> Steps[None]:
         if not ids:
             return
+        ids = check_ids(ids, "ids")
         names = yield from self._index_names()  # in the order of delete_thread, for its reason
-        yield from call(Storage.forget_indexed, ids)
+        config = self.config.recall_or_default
+        followers: list[Message] = []
+        if self.semantic is not None:  # their contextual vectors hold a deleted message
+            followers = yield from self.semantic.followers_steps(ids, config)
+        yield from call(Storage.forget_indexed, [*ids, *(m.id for m in followers)])
         if self.semantic is not None:
-            yield from self.semantic.delete_vectors_steps(names, check_ids(ids, "ids"))
+            yield from self.semantic.delete_vectors_steps(names, ids)
         yield from call(Storage.delete_messages, ids)
+        if self.semantic is not None and followers:
+            yield from self.semantic.index_steps(followers, config)
 
     # ---- recall ------------------------------------------------------------------
 
@@ -267,7 +312,7 @@ class Operations:
         messages = yield from call(Storage.get_messages, [h.message_id for h in hits])
         found = {m.id: m for m in messages}
         return [
-            SearchHit(found[h.message_id], h.score, h.dense_score, h.keyword_score)
+            SearchHit(found[h.message_id], h.score, h.dense_score, h.keyword_score, h.context_score)
             for h in hits
             if h.message_id in found and found[h.message_id].resource_id == resource_id
         ]
@@ -277,7 +322,9 @@ class Operations:
     ) -> Steps[ReindexResult]:
         semantic = self._semantic()
         config = self.config.recall_or_default
-        name = semantic.index_name(config)
+        # a message is recorded under both indexes at once, so the contextual one's
+        # unindexed messages include the other's
+        name = semantic.context_index_name(config) or semantic.index_name(config)
         total = (yield from call(Storage.count_unindexed, name)) if progress is not None else 0
         done = 0
         failed: list[str] = []
@@ -285,11 +332,14 @@ class Operations:
         cursor: Message | None = None
         while batch := (yield from call(Storage.unindexed, name, limit=batch_size, after=cursor)):
             cursor = batch[-1]
-            report = yield from semantic.index_steps(batch, config)
-            done += len(report.indexed)
-            failed += report.refused
+            # a message saved but not yet indexed may have changed its followers' context
+            followers = yield from semantic.followers_steps([m.id for m in batch], config)
+            report = yield from semantic.index_steps([*batch, *followers], config)
+            asked = {m.id for m in batch}
+            done += len(asked.intersection(report.indexed))
+            failed += [i for i in report.refused if i in asked]
             error = error or report.error
-            retry = set(report.failed) - set(report.refused)
+            retry = asked.intersection(report.failed) - set(report.refused)
             singles = []
             for m in batch:
                 if m.id in retry:

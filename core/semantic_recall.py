@@ -7,6 +7,7 @@ runs the same code for `Memory.recall`. Behaviour: docs/spec/semantic-recall.md.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,19 +18,21 @@ import numpy as np
 from recallstack.core.batching import batched
 from recallstack.core.calls import Steps, call, run
 from recallstack.core.chunking import chunk_text
-from recallstack.core.config import HybridConfig, MemoryConfig, SemanticRecallConfig
+from recallstack.core.config import Fusion, MemoryConfig, SemanticRecallConfig
 from recallstack.core.cross_thread import render
 from recallstack.core.embedder import Embedder, index_name
 from recallstack.core.embedding_cache import CachedEmbedder
 from recallstack.core.errors import EmbeddingRefusedError, IndexNotFoundError, InvalidInputError
-from recallstack.core.filters import Condition, and_filters, matches
+from recallstack.core.filters import Condition, Node, and_filters, matches
 from recallstack.core.inputs import MAX_QUERY_LENGTH, check_id, check_text
 from recallstack.core.messages import Message
 from recallstack.core.metadata import epoch_ms, normalize_metadata
 from recallstack.core.processor import RequestContext
 from recallstack.core.records import Include, Thread
+from recallstack.core.scores import Matrix
 from recallstack.core.storage import Storage
 from recallstack.core.vector_store import VectorStore
+from recallstack.core.vectors import QueryResult
 
 RESERVED_KEYS = ("message_id", "thread_id", "resource_id", "role", "created_at", "chunk")
 
@@ -46,6 +49,9 @@ class Hit:
     """The semantic similarity (None: not among the semantic candidates)."""
     keyword_score: float | None = None
     """BM25 (None: not among the keyword candidates, or no hybrid recall)."""
+    context_score: float | None = None
+    """The similarity of the message's contextual vector (None: not among those
+    candidates, or no contextual vectors)."""
 
 
 @dataclass(frozen=True)
@@ -119,13 +125,20 @@ class SemanticRecall:
         model = self.embedder.embedder
         return explicit or index_name(model.model_id, model.dimension)
 
+    def context_index_name(self, config: SemanticRecallConfig | None = None) -> str | None:
+        """The index of contextual vectors (`HybridConfig.context`), named for the main
+        index and the context's size so that vectors of two kinds never share one."""
+        context = (config or self.config.recall_or_default).context
+        return f"{self.index_name(config)}_context{context}" if context else None
+
     def index_names(self) -> list[str]:
         """Indexes that may hold this memory's vectors: those recorded in storage and
         the current one, where they exist."""
         return run(self.index_names_steps(), self._backends)
 
     def index_names_steps(self) -> Steps[list[str]]:
-        recorded = {*(yield from call(Storage.index_names)), self.index_name()}
+        current = [self.index_name(), self.context_index_name()]
+        recorded = {*(yield from call(Storage.index_names)), *filter(None, current)}
         return sorted(recorded & set((yield from call(VectorStore.list_indexes))))
 
     def _ensure_index(self, name: str, config: SemanticRecallConfig) -> Steps[None]:
@@ -170,16 +183,26 @@ class SemanticRecall:
     ) -> Steps[IndexReport]:
         config = config or self.config.recall_or_default
         name = self.index_name(config)
+        context_name = self.context_index_name(config)
+        messages = list(messages)
+        threads = dict(threads or {})
         try:
+            chunks = {m.id: self.chunks_of(m, config) for m in messages}
             refused = yield from self._write(
-                name, list(messages), config, new, dict(threads or {}), known or {}
+                name, messages, config, chunks, {}, new, threads, known or {}
             )
+            if context_name is not None:
+                chunks, previous = yield from self._contexts(messages, config)
+                refused |= yield from self._write(
+                    context_name, messages, config, chunks, previous, new, threads, {}
+                )
         except Exception as exc:
-            self._ready.discard(name)
+            self._ready -= {name, context_name}
             self.log.exception("semantic recall: indexing %d messages failed", len(messages))
             return IndexReport(failed=[m.id for m in messages], error=str(exc))
         done = [m.id for m in messages if m.id not in refused]
-        yield from call(Storage.mark_indexed, done, name)
+        for indexed in filter(None, (name, context_name)):
+            yield from call(Storage.mark_indexed, done, indexed)
         if not refused:
             return IndexReport(indexed=done)
         first = next(iter(refused))
@@ -190,11 +213,40 @@ class SemanticRecall:
         error = f"message {first!r}: {refused[first]}{more}"
         return IndexReport(done, list(refused), error, refused=list(refused))
 
+    def _contexts(
+        self, messages: list[Message], config: SemanticRecallConfig
+    ) -> Steps[tuple[dict[str, list[str]], dict[str, dict[str, Any]]]]:
+        """Each message's contextual text, chunked: up to `context` earlier messages of
+        its thread (system messages aside), then its own text; and, as vector metadata,
+        the message just before it (`previous_id`), which a contextual hit credits."""
+        n = config.context
+        own = {m.id: self.chunks_of(m, config) for m in messages}
+        windows = [Include(id=m.id, before=n, after=0) for m in messages if own[m.id]]
+        around = (yield from call(Storage.message_windows, windows)) if windows else []
+        threads: dict[str, list[Message]] = {}
+        for m in around:
+            if m.role != "system":
+                threads.setdefault(m.thread_id, []).append(m)
+        position = {m.id: i for ordered in threads.values() for i, m in enumerate(ordered)}
+        chunks: dict[str, list[str]] = {}
+        previous: dict[str, dict[str, Any]] = {}
+        for m in messages:
+            earlier: list[Message] = []
+            if own[m.id] and m.id in position:
+                i = position[m.id]
+                earlier = threads[m.thread_id][max(0, i - n) : i]
+            text = "\n".join([*(e.text for e in earlier), m.text])
+            chunks[m.id] = self._chunks(text, config.chunk_overlap) if own[m.id] else []
+            previous[m.id] = {"previous_id": earlier[-1].id} if earlier else {}
+        return chunks, previous
+
     def _write(
         self,
         name: str,
         messages: list[Message],
         config: SemanticRecallConfig,
+        chunks: Mapping[str, list[str]],
+        extra: Mapping[str, dict[str, Any]],
         new: Collection[str],
         threads: dict[str, Thread],
         known: Mapping[str, Sequence[float]],
@@ -202,25 +254,25 @@ class SemanticRecall:
         """Upsert every chunk's vector, then delete the chunks a message no longer has:
         new vectors exist before old ones go, and a save of new messages deletes nothing.
 
-        Returns the messages the embedder refused a chunk of, with why: none of
-        their vectors is touched.
+        `chunks` are the texts embedded of each message, `extra` metadata its vectors
+        carry besides `vector_metadata`. Returns the messages the embedder refused a
+        chunk of, with why: none of their vectors is touched.
         """
         ids: list[str] = []
         texts: list[str] = []
         metadata: list[dict[str, Any]] = []
         counts: dict[str, int] = {}
         for m in messages:
-            chunks = self.chunks_of(m, config)
-            counts[m.id] = len(chunks)
-            if not chunks:
+            counts[m.id] = len(chunks[m.id])
+            if not chunks[m.id]:
                 continue
             if m.thread_id not in threads:
                 found = yield from call(Storage.get_thread, m.thread_id)
                 if found is not None:
                     threads[m.thread_id] = found
-            common = vector_metadata(m, threads.get(m.thread_id))
-            for k, chunk in enumerate(chunks):
-                ids.append(chunk_id(m.id, k, len(chunks)))
+            common = {**vector_metadata(m, threads.get(m.thread_id)), **extra.get(m.id, {})}
+            for k, chunk in enumerate(chunks[m.id]):
+                ids.append(chunk_id(m.id, k, len(chunks[m.id])))
                 texts.append(chunk)
                 metadata.append({**common, "chunk": k})
         if (
@@ -260,6 +312,21 @@ class SemanticRecall:
         )
         yield from call(VectorStore.wait_until_consistent, name)  # the next recall reads it
         return refused
+
+    def followers_steps(
+        self,
+        ids: Sequence[str],
+        config: SemanticRecallConfig,
+        resource_id: str | None = None,
+    ) -> Steps[list[Message]]:
+        """The messages whose contextual vectors hold one of these: up to `context` after
+        each in its thread, these aside. Their vectors change when these change."""
+        if not config.context or not ids:
+            return []
+        windows = [Include(id=i, before=0, after=config.context) for i in ids]
+        around = yield from call(Storage.message_windows, windows, resource_id=resource_id)
+        named = set(ids)
+        return [m for m in around if m.id not in named]
 
     def chunks_of(self, message: Message, config: SemanticRecallConfig | None = None) -> list[str]:
         """What is embedded of a message: its text's chunks; none of a system message."""
@@ -358,96 +425,133 @@ class SemanticRecall:
         chunks = self._chunks(query, config.chunk_overlap)
         if not chunks:
             return []
-        hybrid = config.hybrid
-        pool = max(config.top_k, hybrid.candidates) if hybrid else config.top_k
-        best: dict[str, Hit] = {}
-        name = self.index_name(config)
-        threshold = config.threshold
-        for vector in (yield from call(CachedEmbedder.embed, chunks)):
-            try:
-                results = yield from call(
-                    VectorStore.query, name, vector, pool, filter=combined, min_score=threshold
-                )
-            except IndexNotFoundError:
-                return []  # nothing was ever saved under this embedder
+        fusion = config.hybrid.fusion if config.hybrid else None
+        pool = max(config.top_k, fusion.candidates) if fusion else config.top_k
+        vectors = yield from call(CachedEmbedder.embed, chunks)
+        try:
+            dense = yield from self._nearest(
+                self.index_name(config), vectors, pool, combined, config.threshold
+            )
+        except IndexNotFoundError:
+            return []  # nothing was ever saved under this embedder
+        if fusion is None:
+            return [
+                Hit(_message_of(r), str(r.metadata["thread_id"]), r.score, dense_score=r.score)
+                for r in dense[: config.top_k]
+            ]
+        context: list[QueryResult] = []
+        if (context_name := self.context_index_name(config)) is not None:
+            with contextlib.suppress(IndexNotFoundError):  # none written yet: see reindex()
+                context = yield from self._nearest(context_name, vectors, pool, combined, None)
+        fused = yield from self._fuse(dense, context, query, thread_id, resource_id, config, fusion)
+        return fused[: config.top_k]
+
+    def _nearest(
+        self,
+        name: str,
+        vectors: Matrix,
+        pool: int,
+        where: Node | None,
+        threshold: float | None,
+    ) -> Steps[list[QueryResult]]:
+        """Each message's best vector in this index over the query's chunks, best first."""
+        best: dict[str, QueryResult] = {}
+        for vector in vectors:
+            results = yield from call(
+                VectorStore.query, name, vector, pool, filter=where, min_score=threshold
+            )
             for r in results:
-                message_id = str(r.metadata["message_id"])
+                message_id = _message_of(r)
                 if message_id not in best or r.score > best[message_id].score:
-                    thread = str(r.metadata["thread_id"])
-                    best[message_id] = Hit(message_id, thread, r.score, dense_score=r.score)
-        ranked = sorted(best.values(), key=lambda h: (-h.score, h.message_id))
-        if hybrid:
-            ranked = yield from self._fuse(ranked, query, thread_id, resource_id, config, hybrid)
-        return ranked[: config.top_k]
+                    best[message_id] = r
+        return sorted(best.values(), key=lambda r: (-r.score, _message_of(r)))
 
     def _fuse(
         self,
-        dense: list[Hit],
+        dense: list[QueryResult],
+        context: list[QueryResult],
         query: str,
         thread_id: str | None,
         resource_id: str | None,
         config: SemanticRecallConfig,
-        hybrid: HybridConfig,
+        fusion: Fusion,
     ) -> Steps[list[Hit]]:
-        """Reciprocal rank fusion of the semantic hits and the storage's keyword hits.
+        """Reciprocal rank fusion of the semantic hits, the contextual ones and the
+        storage's keyword hits: each signal adds its weight / (rrf_k + rank), and a
+        contextual hit credits part of its weight to the message before it.
 
-        A keyword hit must pass the scope and the filter (checked on the metadata
-        its vectors carry), and with a `threshold` it must also be a semantic hit:
+        A keyword hit or a credited message that no vector found must pass the
+        filter (checked on the metadata its vectors carry; the scope holds by how
+        they are found), and with a `threshold` every hit must be a semantic one:
         the threshold stays a floor on semantic similarity."""
         if resource_id is None:
             thread = yield from call(Storage.get_thread, str(thread_id))
             resource_id = thread.resource_id if thread else None
-        if resource_id is None:
-            return dense
-        in_thread = thread_id if config.scope == "thread" else None
-        words = yield from call(
-            Storage.search_words,
-            query,
-            resource_id=resource_id,
-            thread_id=in_thread,
-            limit=hybrid.candidates,
-        )
-        semantic = {h.message_id: h for h in dense}
-        if config.threshold is not None:
-            words = [(i, score) for i, score in words if i in semantic]
-        found = yield from call(Storage.get_messages, [i for i, _ in words])
-        messages = {m.id: m for m in found}
-        if config.filter_node is not None:
-            threads = {}
-            for t in {m.thread_id for m in messages.values()}:
-                threads[t] = yield from call(Storage.get_thread, t)
-            messages = {
-                i: m
-                for i, m in messages.items()
-                if matches(
-                    config.filter_node, {**vector_metadata(m, threads[m.thread_id]), "chunk": 0}
-                )
-            }
-        keyword = {
-            i: (rank, score)
-            for rank, (i, score) in enumerate(
-                ((i, score) for i, score in words if i in messages), start=1
+        words: list[tuple[str, float]] = []
+        if resource_id is not None:
+            in_thread = thread_id if config.scope == "thread" else None
+            words = yield from call(
+                Storage.search_words,
+                query,
+                resource_id=resource_id,
+                thread_id=in_thread,
+                limit=fusion.candidates,
             )
-        }
-        dense_rank = {h.message_id: rank for rank, h in enumerate(dense, start=1)}
-        fused: list[Hit] = []
-        for message_id in {*dense_rank, *keyword}:
-            score = 0.0
-            if message_id in dense_rank:
-                score += hybrid.weight / (hybrid.rrf_k + dense_rank[message_id])
-            if message_id in keyword:
-                score += (1 - hybrid.weight) / (hybrid.rrf_k + keyword[message_id][0])
-            hit = semantic.get(message_id)
-            fused.append(
-                Hit(
-                    message_id,
-                    hit.thread_id if hit else messages[message_id].thread_id,
-                    score,
-                    dense_score=hit.dense_score if hit else None,
-                    keyword_score=keyword[message_id][1] if message_id in keyword else None,
-                )
+        if config.threshold is not None:  # only semantic hits are fused
+            semantic_ids = {_message_of(r) for r in dense}
+            words = [(i, score) for i, score in words if i in semantic_ids]
+            context = [r for r in context if _message_of(r) in semantic_ids]
+        threads = {_message_of(r): str(r.metadata["thread_id"]) for r in [*context, *dense]}
+        credited = [str(r.metadata["previous_id"]) for r in context if "previous_id" in r.metadata]
+        unseen = [i for i in dict.fromkeys([*(i for i, _ in words), *credited]) if i not in threads]
+        found = yield from self._passing(unseen, config)
+        threads |= {m.id: m.thread_id for m in found}
+
+        share = fusion.context_share if context else 0.0
+        semantic = fusion.weight * (1 - share)
+        contextual = fusion.weight * share * (1 - fusion.context_credit)
+        credit = fusion.weight * share * fusion.context_credit
+        keyword = [(i, score) for i, score in words if i in threads]
+        scores: dict[str, float] = dict.fromkeys(threads, 0.0)
+        for rank, r in enumerate(dense, start=1):
+            scores[_message_of(r)] += semantic / (fusion.rrf_k + rank)
+        for rank, r in enumerate(context, start=1):
+            scores[_message_of(r)] += contextual / (fusion.rrf_k + rank)
+            if (before := r.metadata.get("previous_id")) in threads:
+                scores[str(before)] += credit / (fusion.rrf_k + rank)
+        for rank, (i, _) in enumerate(keyword, start=1):
+            scores[i] += (1 - fusion.weight) / (fusion.rrf_k + rank)
+
+        dense_scores = {_message_of(r): r.score for r in dense}
+        context_scores = {_message_of(r): r.score for r in context}
+        keyword_scores = dict(keyword)
+        fused = [
+            Hit(
+                i,
+                threads[i],
+                score,
+                dense_score=dense_scores.get(i),
+                keyword_score=keyword_scores.get(i),
+                context_score=context_scores.get(i),
             )
+            for i, score in scores.items()
+            if score > 0 and (config.threshold is None or i in dense_scores)
+        ]
         return sorted(fused, key=lambda h: (-h.score, h.message_id))
+
+    def _passing(self, ids: list[str], config: SemanticRecallConfig) -> Steps[list[Message]]:
+        """The stored messages among `ids` that pass the filter (all, without one)."""
+        found = (yield from call(Storage.get_messages, ids)) if ids else []
+        if config.filter_node is None:
+            return found
+        threads = {}
+        for t in {m.thread_id for m in found}:
+            threads[t] = yield from call(Storage.get_thread, t)
+        return [
+            m
+            for m in found
+            if matches(config.filter_node, {**vector_metadata(m, threads[m.thread_id]), "chunk": 0})
+        ]
 
     def recall(
         self,
@@ -577,6 +681,10 @@ def vector_metadata(message: Message, thread: Thread | None) -> dict[str, Any]:
         "role": message.role,
         "created_at": epoch_ms(message.created_at),
     }
+
+
+def _message_of(result: QueryResult) -> str:
+    return str(result.metadata["message_id"])
 
 
 def chunk_id(message_id: str, k: int, count: int) -> str:

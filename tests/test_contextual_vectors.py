@@ -1,0 +1,259 @@
+"""Contextual vectors (`hybrid={"context": n}`): what is embedded, kept current and fused."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from recallstack.core.async_memory import AsyncMemory
+from recallstack.core.config import FUSION_DEFAULTS, HybridConfig
+from recallstack.core.errors import InvalidInputError
+from recallstack.core.memory import Memory
+from recallstack.core.messages import Message
+from recallstack.embedders.hashing import HashEmbedder
+
+T0 = datetime(2024, 3, 1, tzinfo=UTC)
+EMBEDDER = HashEmbedder(1024)
+CONTEXT = {"semantic_recall": {"top_k": 10, "hybrid": {"context": 1}}}
+PLAIN_INDEX = "memory_messages_hash_1024_1024"
+CONTEXT_INDEX = f"{PLAIN_INDEX}_context1"
+
+
+@pytest.fixture(params=["memory", "libsql", "pg"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "pg":
+        return str(request.getfixturevalue("pg_url"))
+    return "memory://" if request.param == "memory" else f"libsql:///{tmp_path / 'memory.db'}"
+
+
+def message(i: int, text: str, thread: str = "t", role: str = "user") -> Message:
+    return Message(
+        id=f"m{i}",
+        thread_id=thread,
+        role=role,  # type: ignore[arg-type]
+        content=text,
+        created_at=T0 + timedelta(minutes=i),
+    )
+
+
+def open_memory(url: str, options: Any = CONTEXT, embedder: Any = EMBEDDER) -> Memory:
+    memory = Memory(url, url, embedder, options)
+    if memory.get_thread("t") is None:
+        memory.create_thread("ada", thread_id="t")
+    return memory
+
+
+def stored(memory: Memory, message_id: str, index: str = CONTEXT_INDEX) -> tuple[Any, Any]:
+    """The vector of a message in an index, and its metadata (None, None: none)."""
+    assert memory.semantic is not None
+    store = memory.semantic.vector
+    probe = np.ones(EMBEDDER.dimension, dtype=np.float32)
+    found = store.query(index, probe, 5, filter={"message_id": message_id}, include_vector=True)
+    return (found[0].vector, found[0].metadata) if found else (None, None)
+
+
+def assert_context(memory: Memory, message_id: str, texts: Sequence[str]) -> None:
+    """The message's contextual vector embeds these texts, one per line."""
+    vector, _ = stored(memory, message_id)
+    assert vector is not None, f"{message_id} has no contextual vector"
+    expected = EMBEDDER.embed(["\n".join(texts)])[0]
+    assert np.allclose(vector, expected, atol=1e-5)
+
+
+def test_unset_fusion_numbers_follow_context() -> None:
+    assert HybridConfig().fusion == FUSION_DEFAULTS[False]
+    assert HybridConfig(context=1).fusion == FUSION_DEFAULTS[True]
+    assert HybridConfig(context=2, rrf_k=30).fusion.rrf_k == 30
+    assert HybridConfig(context=2, rrf_k=30).fusion.candidates == FUSION_DEFAULTS[True].candidates
+
+
+@pytest.mark.parametrize("bad", [-1, 9, "one", 1.5])
+def test_a_bad_context_is_refused_with_its_place(bad: object) -> None:
+    with pytest.raises(InvalidInputError, match="context"):
+        Memory(
+            "memory://", "memory://", EMBEDDER, {"semantic_recall": {"hybrid": {"context": bad}}}
+        )
+
+
+def test_each_message_is_embedded_with_the_one_before(url: str) -> None:
+    memory = open_memory(url)
+    memory.create_thread("ada", thread_id="other")
+    memory.save_messages(
+        [
+            message(0, "where did you move"),
+            message(1, "some instructions", role="system"),
+            message(2, "to the coast", role="assistant"),
+            message(3, "first of another thread", thread="other"),
+        ]
+    )
+    assert_context(memory, "m0", ["where did you move"])  # the first has no context
+    assert_context(memory, "m2", ["where did you move", "to the coast"])  # system aside
+    assert_context(memory, "m3", ["first of another thread"])  # threads do not mix
+    assert stored(memory, "m1") == (None, None)  # a system message has no vectors
+    assert stored(memory, "m2")[1]["previous_id"] == "m0"
+    assert "previous_id" not in stored(memory, "m0")[1]
+    # the message's own vector is unchanged, in its own index
+    own, _ = stored(memory, "m2", PLAIN_INDEX)
+    assert np.allclose(own, EMBEDDER.embed(["to the coast"])[0], atol=1e-5)
+
+
+def test_two_messages_of_context(url: str) -> None:
+    options = {"semantic_recall": {"hybrid": {"context": 2}}}
+    memory = open_memory(url, options)
+    memory.save_messages([message(i, f"word{i}") for i in range(4)])
+    vector, _ = stored(memory, "m3", f"{PLAIN_INDEX}_context2")
+    assert np.allclose(vector, EMBEDDER.embed(["word1\nword2\nword3"])[0], atol=1e-5)
+
+
+def test_an_edit_an_insert_and_a_delete_re_embed_the_messages_after(url: str) -> None:
+    memory = open_memory(url)
+    memory.save_messages([message(0, "alpha"), message(2, "gamma"), message(4, "epsilon")])
+    memory.update_messages([message(0, "alpha edited")])
+    assert_context(memory, "m2", ["alpha edited", "gamma"])
+    memory.save_messages([message(1, "beta")])  # inserted between m0 and m2
+    assert_context(memory, "m1", ["alpha edited", "beta"])
+    assert_context(memory, "m2", ["beta", "gamma"])
+    memory.delete_messages(["m2"])
+    assert_context(memory, "m4", ["beta", "epsilon"])
+    assert stored(memory, "m4")[1]["previous_id"] == "m1"
+    moved = message(1, "beta").model_copy(update={"created_at": T0 + timedelta(minutes=9)})
+    memory.save_messages([moved])  # m1 moves after m4
+    assert_context(memory, "m4", ["alpha edited", "epsilon"])
+    assert_context(memory, "m1", ["epsilon", "beta"])
+    assert memory.reindex().indexed == 0  # every record was kept current
+
+
+def test_async_memory_keeps_contexts_current_alike(url: str) -> None:
+    async def main() -> None:
+        async with AsyncMemory(url, url, EMBEDDER, CONTEXT) as memory:
+            await memory.create_thread("ada", thread_id="t")
+            await memory.save_messages([message(0, "alpha"), message(2, "gamma")])
+            await memory.save_messages([message(1, "beta")])
+            await memory.delete_messages(["m0"])
+            hits = {h.message.id: h for h in await memory.search("ada", "gamma")}
+            assert set(hits) == {"m1", "m2"}
+            assert hits["m2"].context_score == pytest.approx(0.5**0.5, abs=1e-5)
+
+    asyncio.run(main())
+    with open_memory(url) as memory:  # what the awaited calls wrote
+        if url != "memory://":
+            assert_context(memory, "m2", ["beta", "gamma"])
+            assert_context(memory, "m1", ["beta"])
+
+
+class FailingAfter(HashEmbedder):
+    """Embeds `calls` batches, then fails every call until `healed`."""
+
+    def __init__(self, calls: int) -> None:
+        super().__init__(1024)
+        self.calls = calls
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        self.calls -= 1
+        if self.calls < 0:
+            raise RuntimeError("the embedder is down")
+        return super().embed(texts)
+
+
+def test_a_failed_edit_leaves_the_messages_after_for_reindex(url: str) -> None:
+    embedder = FailingAfter(calls=2)  # the first save: its two indexes
+    memory = open_memory(url, embedder=embedder)
+    memory.save_messages([message(0, "alpha"), message(1, "beta")])
+    result = memory.update_messages([message(0, "alpha edited")])
+    assert result.not_indexed == ["m0"]
+    embedder.calls = 10**6
+    assert memory.reindex().indexed == 2  # m0, and m1 whose context changed
+    assert_context(memory, "m1", ["alpha edited", "beta"])
+
+
+def test_reindex_repairs_a_save_killed_before_indexing(url: str) -> None:
+    """A kill right after the rows are written: the edited message is unindexed, and
+    its follower's contextual vector is stale though recorded; reindex finds it."""
+    memory = open_memory(url)
+    memory.save_messages([message(0, "alpha"), message(1, "beta")])
+    memory.storage.save_messages([message(0, "alpha edited")])  # the save, not its indexing
+    assert memory.reindex().indexed == 1
+    assert_context(memory, "m1", ["alpha edited", "beta"])
+
+
+def test_turning_context_on_needs_only_reindex(tmp_path: Path) -> None:
+    url = f"libsql:///{tmp_path / 'memory.db'}"
+    plain = open_memory(url, {"semantic_recall": {"hybrid": True}})
+    plain.save_messages([message(i, f"word{i} shared") for i in range(5)])
+    plain.close()
+    memory = open_memory(url)
+    assert len(memory.search("ada", "word3")) > 0  # the missing contextual index is no error
+    assert memory.reindex().indexed == 5
+    assert_context(memory, "m3", ["word2 shared", "word3 shared"])
+    assert CONTEXT_INDEX in memory.semantic.index_names()  # type: ignore[union-attr]
+    memory.delete_thread("t")
+    assert stored(memory, "m3") == (None, None)
+
+
+def test_a_refused_save_forgets_nothing_of_another_resource(url: str) -> None:
+    memory = open_memory(url)
+    memory.save_messages([message(0, "alpha"), message(1, "beta")])
+    memory.create_thread("eve", thread_id="eve-thread")
+    with pytest.raises(InvalidInputError, match="another resource"):
+        memory.save_messages([message(0, "taken", thread="eve-thread")])
+    assert memory.reindex().indexed == 0  # ada's m1 is still recorded, untouched
+
+
+def credit_memory(url: str) -> Memory:
+    """No keyword weight. Own vectors rank d (another thread), then y; contextual
+    vectors rank x, whose context is y, then y (its context dilutes it)."""
+    hybrid = {"context": 1, "weight": 1.0}
+    memory = open_memory(url, {"semantic_recall": {"top_k": 10, "hybrid": hybrid}})
+    memory.create_thread("ada", thread_id="d-thread")
+    memory.save_messages(
+        [
+            message(0, "alpha beta gamma delta epsilon", thread="d-thread"),
+            message(1, "zebra", thread="d-thread", role="assistant"),  # d
+            message(2, "one two three four five six seven eight"),
+            message(3, "zebra zebra zebra lion"),  # y
+            message(4, "ok", role="assistant"),  # x
+        ]
+    )
+    return memory
+
+
+def test_a_contextual_hit_credits_the_message_before_it(url: str) -> None:
+    memory = credit_memory(url)
+    hits = {h.message.id: h for h in memory.search("ada", "zebra")}
+    assert hits["m1"].dense_score == pytest.approx(1.0, abs=1e-5)
+    assert hits["m3"].dense_score == pytest.approx(3 / 10**0.5, abs=1e-5)
+    assert hits["m4"].context_score == pytest.approx(3 / 11**0.5, abs=1e-5)
+    assert hits["m3"].context_score == pytest.approx(3 / 18**0.5, abs=1e-5)
+    f = FUSION_DEFAULTS[True]
+    share, credit, k = f.context_share, f.context_credit, f.rrf_k
+    own = (1 - share) / (k + 2)  # y: second by its own vector
+    contextual = share * (1 - credit) / (k + 2)  # second by its contextual vector
+    credited = share * credit / (k + 1)  # and the context of the first, x
+    assert hits["m3"].score == pytest.approx(own + contextual + credited)
+    assert [h.message.id for h in memory.search("ada", "zebra", top_k=1)] == ["m3"]
+
+
+def test_threshold_and_filter_hold_for_credited_messages(url: str) -> None:
+    memory = credit_memory(url)
+    # a floor on the message's own similarity: x, found by its context alone, is out
+    assert {h.message.id for h in memory.search("ada", "zebra", threshold=0.5)} == {"m1", "m3"}
+    found = memory.search("ada", "zebra", filter={"role": "assistant"})
+    assert {h.message.id for h in found} == {"m1", "m4"}  # y, a user message, is not credited
+
+
+def test_a_thread_of_thousands_with_context(tmp_path: Path) -> None:
+    url = f"libsql:///{tmp_path / 'big.db'}"
+    memory = open_memory(url, {"semantic_recall": {"hybrid": {"context": 1}}})
+    saved = memory.save_messages([message(i, f"turn {i} word{i % 97}") for i in range(5000)])
+    assert len(saved.indexed) == 5000
+    memory.delete_messages([f"m{i}" for i in range(0, 5000, 5)])  # 1,000 at once
+    assert_context(memory, "m6", ["turn 4 word4", "turn 6 word6"])
+    assert memory.reindex().indexed == 0
+    hits = memory.search("ada", "word42", top_k=1000)
+    assert {h.message.id for h in hits} >= {f"m{i}" for i in range(42, 5000, 97) if i % 5}
