@@ -483,7 +483,7 @@ class SemanticRecall:
         A keyword hit or a credited message that no vector found must pass the
         filter (checked on the metadata its vectors carry; the scope holds by how
         they are found), and with a `threshold` every hit must be a semantic one:
-        the threshold stays a floor on semantic similarity."""
+        the threshold stays a floor on semantic similarity. Returns the top_k."""
         if resource_id is None:
             thread = yield from call(Storage.get_thread, str(thread_id))
             resource_id = thread.resource_id if thread else None
@@ -504,40 +504,55 @@ class SemanticRecall:
         threads = {_message_of(r): str(r.metadata["thread_id"]) for r in [*context, *dense]}
         credited = [str(r.metadata["previous_id"]) for r in context if "previous_id" in r.metadata]
         unseen = [i for i in dict.fromkeys([*(i for i, _ in words), *credited]) if i not in threads]
-        found = yield from self._passing(unseen, config)
-        threads |= {m.id: m.thread_id for m in found}
+        if config.filter_node is not None:  # ranks count the messages that pass it only
+            found = yield from self._passing(unseen, config)
+            threads |= {m.id: m.thread_id for m in found}
+            candidates = set(threads)
+        else:  # stored messages all: the threads of those that make the top are read later
+            candidates = {*threads, *unseen}
 
         share = fusion.context_share if context else 0.0
         semantic = fusion.weight * (1 - share)
         contextual = fusion.weight * share * (1 - fusion.context_credit)
         credit = fusion.weight * share * fusion.context_credit
-        keyword = [(i, score) for i, score in words if i in threads]
-        scores: dict[str, float] = dict.fromkeys(threads, 0.0)
+        keyword = [(i, score) for i, score in words if i in candidates]
+        scores: dict[str, float] = dict.fromkeys(candidates, 0.0)
         for rank, r in enumerate(dense, start=1):
             scores[_message_of(r)] += semantic / (fusion.rrf_k + rank)
         for rank, r in enumerate(context, start=1):
             scores[_message_of(r)] += contextual / (fusion.rrf_k + rank)
-            if (before := r.metadata.get("previous_id")) in threads:
+            if (before := r.metadata.get("previous_id")) in candidates:
                 scores[str(before)] += credit / (fusion.rrf_k + rank)
         for rank, (i, _) in enumerate(keyword, start=1):
             scores[i] += (1 - fusion.weight) / (fusion.rrf_k + rank)
 
         dense_scores = {_message_of(r): r.score for r in dense}
+        ranked = sorted(
+            (i for i, score in scores.items() if score > 0),
+            key=lambda i: (-scores[i], i),
+        )
+        if config.threshold is not None:
+            ranked = [i for i in ranked if i in dense_scores]
+        top: list[str] = []
+        while ranked and len(top) < config.top_k:
+            head, ranked = ranked[: config.top_k - len(top)], ranked[config.top_k - len(top) :]
+            if missing := [i for i in head if i not in threads]:
+                found = yield from call(Storage.get_messages, missing)
+                threads |= {m.id: m.thread_id for m in found}
+            top += [i for i in head if i in threads]  # one deleted since drops out
         context_scores = {_message_of(r): r.score for r in context}
         keyword_scores = dict(keyword)
-        fused = [
+        return [
             Hit(
                 i,
                 threads[i],
-                score,
+                scores[i],
                 dense_score=dense_scores.get(i),
                 keyword_score=keyword_scores.get(i),
                 context_score=context_scores.get(i),
             )
-            for i, score in scores.items()
-            if score > 0 and (config.threshold is None or i in dense_scores)
+            for i in top
         ]
-        return sorted(fused, key=lambda h: (-h.score, h.message_id))
 
     def _passing(self, ids: list[str], config: SemanticRecallConfig) -> Steps[list[Message]]:
         """The stored messages among `ids` that pass the filter (all, without one)."""
