@@ -152,12 +152,24 @@ def report(name: str, result: dict[str, Any]) -> None:
         print(f"| {anchor} | | {' | '.join(f'{v:.1f}' for v in figures)} |")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def arguments(doc: str) -> argparse.ArgumentParser:
+    """A parser with what every LoCoMo bench takes: the file and `--conversations`."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("path", type=Path, help="a LoCoMo JSON file")
+    parser.add_argument("--conversations", type=int, default=None, help="only the first N")
+    return parser
+
+
+def load(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The conversations `arguments` named."""
+    data: list[dict[str, Any]] = json.loads(args.path.read_text())
+    return data[: args.conversations]
+
+
+def main() -> None:
+    parser = arguments(__doc__)
     parser.add_argument("--backend", action="append", help="storage and vector URL (repeatable)")
     parser.add_argument("--embedder", default="local/all-MiniLM-L6-v2")
-    parser.add_argument("--conversations", type=int, default=None, help="only the first N")
     parser.add_argument(
         "--hybrid",
         nargs="?",
@@ -166,7 +178,7 @@ def main() -> None:
         help="hybrid recall, with options as JSON (e.g. '{\"weight\": 0.5}')",
     )
     args = parser.parse_args()
-    data = json.loads(args.path.read_text())[: args.conversations]
+    data = load(args)
     with tempfile.TemporaryDirectory() as tmp:
         hybrid = json.loads(args.hybrid) if args.hybrid is not None else False
         for url in args.backend or [f"libsql:///{Path(tmp) / 'locomo.db'}"]:

