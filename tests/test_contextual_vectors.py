@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from test_memory import make_backends
 
 from recallstack.core.async_memory import AsyncMemory
 from recallstack.core.config import FUSION_DEFAULTS, HybridConfig
@@ -257,3 +259,42 @@ def test_a_thread_of_thousands_with_context(tmp_path: Path) -> None:
     assert memory.reindex().indexed == 0
     hits = memory.search("ada", "word42", top_k=1000)
     assert {h.message.id for h in hits} >= {f"m{i}" for i in range(42, 5000, 97) if i % 5}
+
+
+def test_four_writers_appending_to_one_thread_leave_every_context_current(
+    tmp_path: Path,
+) -> None:
+    """Each save reads its predecessors after its write, and its followers too: two
+    writers racing leave no stale contextual vector, whoever goes first."""
+    url = f"libsql:///{tmp_path / 'shared.db'}"
+    open_memory(url).close()
+    texts = {i: f"turn {i} word{i}" for i in range(200)}
+
+    def write(worker: int) -> None:
+        with open_memory(url) as memory:
+            for i in range(worker, 200, 4):
+                memory.save_messages([message(i, texts[i])])
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(write, range(4)))
+    with open_memory(url) as memory:
+        assert memory.reindex().indexed == 0
+        for i in range(1, 200):
+            assert_context(memory, f"m{i}", [texts[i - 1], texts[i]])
+
+
+@pytest.mark.parametrize("backend", ["qdrant-edge", "chroma", "mongo", "pinecone"])
+def test_contexts_on_every_vector_store(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    storage, vector = make_backends(backend, request, tmp_path)
+    memory = Memory(storage, vector, EMBEDDER, CONTEXT)
+    memory.create_thread("ada", thread_id="t")
+    memory.save_messages([message(0, "alpha"), message(2, "gamma"), message(4, "epsilon")])
+    memory.save_messages([message(1, "beta")])
+    memory.delete_messages(["m2"])
+    assert_context(memory, "m4", ["beta", "epsilon"])
+    assert stored(memory, "m4")[1]["previous_id"] == "m1"
+    hits = {h.message.id: h for h in memory.search("ada", "epsilon")}
+    assert hits["m4"].context_score == pytest.approx(0.5**0.5, abs=1e-5)
+    assert memory.reindex().indexed == 0
