@@ -20,7 +20,13 @@ vector the message's text calls for that the index lacks; duplicate = a
 vector no current chunk accounts for; stale = a vector whose metadata differs
 from its message and thread.
 
+With `--context`, every memory also writes contextual vectors
+(`hybrid={"context": 1}`), and the audit reads that index too: a missing,
+duplicate or stale contextual vector (one that does not embed the message
+before it and the message as they are now) counts as above.
+
     python bench/reliability.py [--kills 20] [--seconds 8] [--only kill,outage,load]
+        [--context]
 """
 
 from __future__ import annotations
@@ -28,8 +34,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import faulthandler
+import itertools
 import json
 import logging
+import os
 import random
 import signal
 import subprocess
@@ -47,7 +55,8 @@ import numpy as np
 
 from recallstack import Memory, Message
 from recallstack.core.batching import batched
-from recallstack.core.errors import BackendError, RecallstackError
+from recallstack.core.chunking import chunk_text
+from recallstack.core.errors import BackendError, IndexNotFoundError, RecallstackError
 from recallstack.core.metadata import epoch_ms
 from recallstack.core.semantic_recall import chunk_id
 
@@ -57,6 +66,8 @@ for _logger in ("recallstack", "psycopg"):
 
 EMBEDDER = "hash/32"
 OPTIONS = {"semantic_recall": {"top_k": 5, "message_range": 1}, "last_messages": 5}
+CONTEXT = "RECALLSTACK_RELIABILITY_CONTEXT"
+"""Set (to 1) by `--context`, for this process and the workers it starts."""
 RESOURCE = "reliability"
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 LONG = 2_500
@@ -81,6 +92,9 @@ class Row:
 
 
 def memory(storage: str, vector: str) -> Memory:
+    if os.environ.get(CONTEXT) == "1":
+        recall = {**OPTIONS["semantic_recall"], "hybrid": {"context": 1}}
+        return Memory(storage, vector, EMBEDDER, {**OPTIONS, "semantic_recall": recall})
     return Memory(storage, vector, EMBEDDER, OPTIONS)
 
 
@@ -107,45 +121,89 @@ def audit(mem: Memory, journal: set[str]) -> tuple[int, int, int, int]:
 
     Vectors are read message by message (batches of a thousand), and their
     total is checked against the index's count, so that a vector of a
-    message storage no longer has counts as a duplicate too.
+    message storage no longer has counts as a duplicate too. Contextual
+    vectors are also compared with the embedding of what they should hold.
     """
     semantic = mem.semantic
     assert semantic is not None
-    name = semantic.index_name()
-    probe = np.ones(semantic.embedder.embedder.dimension, dtype=np.float32)
+    names = [semantic.index_name(), semantic.context_index_name()]
     stored: set[str] = set()
-    missing = duplicate = stale = seen_total = 0
+    counts = [0, 0, 0]  # missing, duplicate, stale
+    seen_total = dict.fromkeys(names, 0)
     for thread in mem.list_threads(RESOURCE).items:
         messages = mem.storage.list_messages(thread.id).items
         stored |= {m.id for m in messages}
+        spoken = [m for m in messages if m.role != "system"]
+        previous = {m.id: p for p, m in itertools.pairwise(spoken)}
         for batch in batched(messages, 1_000):
-            expected: dict[str, dict[str, Any]] = {}
-            for m in batch:
-                chunks = semantic.chunks_of(m)
-                for k in range(len(chunks)):
-                    expected[chunk_id(m.id, k, len(chunks))] = {
+            for name in names:
+                if name is None:
+                    continue
+                contextual = name == names[1]
+                expected: dict[str, tuple[dict[str, Any], str]] = {}
+                for m in batch:
+                    chunks = semantic.chunks_of(m)
+                    if contextual and chunks:
+                        earlier = [previous[m.id].text] if m.id in previous else []
+                        text = "\n".join([*earlier, m.text])
+                        model = semantic.embedder.embedder
+                        chunks = chunk_text(text, model.max_input, model.token_offsets, 32)
+                    common = {
                         **thread.metadata,
                         "message_id": m.id,
                         "thread_id": m.thread_id,
                         "resource_id": RESOURCE,
                         "role": m.role,
                         "created_at": epoch_ms(m.created_at),
-                        "chunk": k,
                     }
-            found = semantic.vector.query(
-                name,
-                probe,
-                semantic.vector.capabilities.max_top_k,
-                filter={"thread_id": thread.id, "message_id": {"$in": [m.id for m in batch]}},
-            )
-            seen = {hit.id: hit.metadata for hit in found}
-            seen_total += len(seen)
-            missing += len(expected.keys() - seen.keys())
-            duplicate += len(seen.keys() - expected.keys())
-            stale += sum(1 for i, meta in seen.items() if i in expected and meta != expected[i])
-    if name in semantic.vector.list_indexes():
-        duplicate += semantic.vector.describe_index(name).count - seen_total
-    return len(journal - stored), missing, duplicate, stale
+                    if contextual and m.id in previous:
+                        common["previous_id"] = previous[m.id].id
+                    for k, chunk in enumerate(chunks):
+                        expected[chunk_id(m.id, k, len(chunks))] = ({**common, "chunk": k}, chunk)
+                seen_total[name] += audit_index(mem, name, thread.id, batch, expected, counts)
+    for name in filter(None, names):
+        if name in semantic.vector.list_indexes():
+            counts[1] += semantic.vector.describe_index(name).count - seen_total[name]
+    return (len(journal - stored), *counts)  # type: ignore[return-value]
+
+
+def audit_index(
+    mem: Memory,
+    name: str,
+    thread_id: str,
+    batch: list[Message],
+    expected: dict[str, tuple[dict[str, Any], str]],
+    counts: list[int],
+) -> int:
+    """Add one index's missing, duplicate and stale vectors of a batch to `counts`;
+    return how many vectors it holds of the batch. A vector is stale when its
+    metadata differs, or (a contextual vector of one chunk) its values do."""
+    semantic = mem.semantic
+    assert semantic is not None
+    probe = np.ones(semantic.embedder.embedder.dimension, dtype=np.float32)
+    try:
+        found = semantic.vector.query(
+            name,
+            probe,
+            semantic.vector.capabilities.max_top_k,
+            filter={"thread_id": thread_id, "message_id": {"$in": [m.id for m in batch]}},
+            include_vector=True,
+        )
+    except IndexNotFoundError:
+        found = []
+    seen = {hit.id: hit for hit in found}
+    counts[0] += len(expected.keys() - seen.keys())
+    counts[1] += len(seen.keys() - expected.keys())
+    both = sorted(seen.keys() & expected.keys())
+    stale = {i for i in both if seen[i].metadata != expected[i][0]}
+    single = [i for i in both if "#" not in i]  # a long text's chunk ids say enough, faster
+    if name != semantic.index_name() and single:
+        vectors = semantic.embedder.embedder.embed([expected[i][1] for i in single])
+        for i, vector in zip(single, vectors, strict=True):
+            if not np.allclose(seen[i].vector, vector, atol=1e-5):
+                stale.add(i)
+    counts[2] += len(stale)
+    return len(seen)
 
 
 def read_journal(path: Path) -> set[str]:
@@ -472,7 +530,10 @@ def main() -> int:
     parser.add_argument("--kills", type=int, default=20, help="kills per operation and backend")
     parser.add_argument("--seconds", type=float, default=8.0, help="length of outage and load runs")
     parser.add_argument("--only", default="kill,outage,load", help="scenarios to run")
+    parser.add_argument("--context", action="store_true", help="with contextual vectors")
     args = parser.parse_args()
+    if args.context:
+        os.environ[CONTEXT] = "1"
     only = set(args.only.split(","))
     rows: list[Row] = []
     started = time.monotonic()
