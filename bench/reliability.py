@@ -133,8 +133,7 @@ def audit(mem: Memory, journal: set[str]) -> tuple[int, int, int, int]:
     for thread in mem.list_threads(RESOURCE).items:
         messages = mem.storage.list_messages(thread.id).items
         stored |= {m.id for m in messages}
-        spoken = [m for m in messages if m.role != "system"]
-        previous = {m.id: p for p, m in itertools.pairwise(spoken)}
+        previous = {m.id: p for p, m in itertools.pairwise(messages) if p.role != "system"}
         for batch in batched(messages, 1_000):
             for name in names:
                 if name is None:

@@ -187,12 +187,12 @@ class SemanticRecall:
         messages = list(messages)
         threads = dict(threads or {})
         try:
-            chunks = {m.id: self.chunks_of(m, config) for m in messages}
+            own = {m.id: self.chunks_of(m, config) for m in messages}
             refused = yield from self._write(
-                name, messages, config, chunks, {}, new, threads, known or {}
+                name, messages, config, own, {}, new, threads, known or {}
             )
             if context_name is not None:
-                chunks, previous = yield from self._contexts(messages, config)
+                chunks, previous = yield from self._contexts(messages, own, config)
                 refused |= yield from self._write(
                     context_name, messages, config, chunks, previous, new, threads, {}
                 )
@@ -214,19 +214,18 @@ class SemanticRecall:
         return IndexReport(done, list(refused), error, refused=list(refused))
 
     def _contexts(
-        self, messages: list[Message], config: SemanticRecallConfig
+        self, messages: list[Message], own: Mapping[str, list[str]], config: SemanticRecallConfig
     ) -> Steps[tuple[dict[str, list[str]], dict[str, dict[str, Any]]]]:
-        """Each message's contextual text, chunked: up to `context` earlier messages of
-        its thread (system messages aside), then its own text; and, as vector metadata,
-        the message just before it (`previous_id`), which a contextual hit credits."""
+        """Each message's contextual text, chunked: the `context` messages before it in
+        its thread (system messages among them left out), then its own text; and, as
+        vector metadata, the message just before it (`previous_id`), which a contextual
+        hit credits. A message with no chunks of its own (`own`) has none."""
         n = config.context
-        own = {m.id: self.chunks_of(m, config) for m in messages}
         windows = [Include(id=m.id, before=n, after=0) for m in messages if own[m.id]]
         around = (yield from call(Storage.message_windows, windows)) if windows else []
         threads: dict[str, list[Message]] = {}
-        for m in around:
-            if m.role != "system":
-                threads.setdefault(m.thread_id, []).append(m)
+        for m in around:  # sorted; a window's messages stand right before its own
+            threads.setdefault(m.thread_id, []).append(m)
         position = {m.id: i for ordered in threads.values() for i, m in enumerate(ordered)}
         chunks: dict[str, list[str]] = {}
         previous: dict[str, dict[str, Any]] = {}
@@ -234,7 +233,8 @@ class SemanticRecall:
             earlier: list[Message] = []
             if own[m.id] and m.id in position:
                 i = position[m.id]
-                earlier = threads[m.thread_id][max(0, i - n) : i]
+                window = threads[m.thread_id][max(0, i - n) : i]
+                earlier = [e for e in window if e.role != "system"]
             text = "\n".join([*(e.text for e in earlier), m.text])
             chunks[m.id] = self._chunks(text, config.chunk_overlap) if own[m.id] else []
             previous[m.id] = {"previous_id": earlier[-1].id} if earlier else {}

@@ -95,10 +95,10 @@ def test_each_message_is_embedded_with_the_one_before(url: str) -> None:
         ]
     )
     assert_context(memory, "m0", ["where did you move"])  # the first has no context
-    assert_context(memory, "m2", ["where did you move", "to the coast"])  # system aside
+    assert_context(memory, "m2", ["to the coast"])  # the message before is a system one
     assert_context(memory, "m3", ["first of another thread"])  # threads do not mix
     assert stored(memory, "m1") == (None, None)  # a system message has no vectors
-    assert stored(memory, "m2")[1]["previous_id"] == "m0"
+    assert "previous_id" not in stored(memory, "m2")[1]
     assert "previous_id" not in stored(memory, "m0")[1]
     # the message's own vector is unchanged, in its own index
     own, _ = stored(memory, "m2", PLAIN_INDEX)
@@ -109,8 +109,15 @@ def test_two_messages_of_context(url: str) -> None:
     options = {"semantic_recall": {"hybrid": {"context": 2}}}
     memory = open_memory(url, options)
     memory.save_messages([message(i, f"word{i}") for i in range(4)])
-    vector, _ = stored(memory, "m3", f"{PLAIN_INDEX}_context2")
-    assert np.allclose(vector, EMBEDDER.embed(["word1\nword2\nword3"])[0], atol=1e-5)
+    memory.save_messages([message(i, f"word{i}") for i in (20, 40)])  # one batch, far apart
+    memory.save_messages([message(30, "rules", role="system")])  # re-embeds m40
+    for i, texts in ((3, "word1\nword2\nword3"), (20, "word2\nword3\nword20")):
+        vector, _ = stored(memory, f"m{i}", f"{PLAIN_INDEX}_context2")
+        assert np.allclose(vector, EMBEDDER.embed([texts])[0], atol=1e-5)
+    # m40's two messages before are m20 and the system m30: m20 alone is its context
+    vector, metadata = stored(memory, "m40", f"{PLAIN_INDEX}_context2")
+    assert np.allclose(vector, EMBEDDER.embed(["word20\nword40"])[0], atol=1e-5)
+    assert metadata["previous_id"] == "m20"
 
 
 def test_an_edit_an_insert_and_a_delete_re_embed_the_messages_after(url: str) -> None:
