@@ -24,12 +24,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from recallstack.core.calls import run
+from recallstack.core.config import SemanticRecallConfig
 from recallstack.core.errors import InvalidInputError, NotFoundError
 from recallstack.core.memory import Memory
 from recallstack.core.messages import Message
-from recallstack.core.operations import SearchHit
 from recallstack.core.records import Resource, Thread
-from recallstack.core.semantic_recall import SemanticRecall, chunk_id
+from recallstack.core.semantic_recall import Hit, SemanticRecall, chunk_id
 from recallstack.core.storage import Storage
 
 PAGE = 500
@@ -365,24 +365,34 @@ def verify(source: Memory, target: Memory, sizes: dict[str, int], result: Migrat
         if thread is None or query is None or source.semantic is None or target.semantic is None:
             continue
         try:
-            theirs = source.search(thread.resource_id, query, top_k=5)
+            theirs = _semantic_search(source, thread.resource_id, query)
         except NotFoundError:  # the source has no vectors of this model
             continue
-        ours = target.search(thread.resource_id, query, top_k=5)
+        ours = _semantic_search(target, thread.resource_id, query)
         result.sampled += 1
         if not _same_hits(ours, theirs):
             result.problems.append(
                 f"a search of {thread.resource_id!r} found "
-                f"{[h.message.id for h in ours]} here and {[h.message.id for h in theirs]} "
+                f"{[h.message_id for h in ours]} here and {[h.message_id for h in theirs]} "
                 "in the source"
             )
 
 
-def _same_hits(ours: list[SearchHit], theirs: list[SearchHit]) -> bool:
+def _semantic_search(memory: Memory, resource_id: str, query: str) -> list[Hit]:
+    """The top 5 by the messages' own vectors alone, whatever either memory fuses or
+    filters with: what a copy of the vectors must give alike."""
+    assert memory.semantic is not None
+    options = memory.config.recall_or_default.model_dump()
+    plain = {"top_k": 5, "scope": "resource", "hybrid": False, "filter": None, "threshold": None}
+    config = SemanticRecallConfig.model_validate({**options, **plain})
+    return memory.semantic.search(query, None, resource_id, config)
+
+
+def _same_hits(ours: list[Hit], theirs: list[Hit]) -> bool:
     """The same messages at each rank, but where two scores are within `TIE` (backends
     round distances differently, so near-ties may come in either order)."""
     return len(ours) == len(theirs) and all(
-        a.message.id == b.message.id or abs(a.score - b.score) <= TIE
+        a.message_id == b.message_id or abs(a.score - b.score) <= TIE
         for a, b in zip(ours, theirs, strict=True)
     )
 

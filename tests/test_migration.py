@@ -229,3 +229,24 @@ def test_export_vectors_of_a_model_never_indexed_is_refused(tmp_path: Path) -> N
     options = ["--db", str(tmp_path / "a.db"), "--embedder", "hash/32", "--vectors"]
     result = CliRunner().invoke(main, ["export", *options])
     assert result.exit_code == 1 and "holds no vectors of hash/32" in result.output
+
+
+def test_migrate_into_a_memory_with_contextual_vectors(tmp_path: Path) -> None:
+    """The target writes the contextual vectors the source never had; its own vectors
+    are still copied."""
+    source = f"libsql:///{tmp_path / 'from.db'}"
+    target = f"libsql:///{tmp_path / 'to.db'}"
+    fill(source, threads=5, per_thread=10)
+    context = {"semantic_recall": {"hybrid": {"context": 1}}}
+    with (
+        Memory(source, source, EMBEDDER) as mine,
+        Memory(target, target, EMBEDDER, context) as theirs,
+    ):
+        result = migrate(mine, theirs)
+        assert result.verified and result.copied_vectors == 50
+        assert theirs.reindex().indexed == 0
+        assert theirs.semantic is not None
+        name = theirs.semantic.context_index_name()
+        assert name is not None and theirs.semantic.vector.describe_index(name).count == 50
+        hits = theirs.search("user1", "thread 1 message 5 about bikes", top_k=1)
+        assert hits[0].message.id == "t00001-m5" and hits[0].context_score is not None
