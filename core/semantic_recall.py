@@ -34,6 +34,8 @@ from recallstack.core.storage import Storage
 from recallstack.core.vector_store import VectorStore
 from recallstack.core.vectors import QueryResult
 
+CONTEXT_CHECKS = 3
+"""How many times a save reads contexts again after writing them (`_write_contexts`)."""
 RESERVED_KEYS = ("message_id", "thread_id", "resource_id", "role", "created_at", "chunk")
 
 
@@ -186,32 +188,63 @@ class SemanticRecall:
         context_name = self.context_index_name(config)
         messages = list(messages)
         threads = dict(threads or {})
+        unsettled: dict[str, str] = {}
         try:
             own = {m.id: self.chunks_of(m, config) for m in messages}
             refused = yield from self._write(
                 name, messages, config, own, {}, new, threads, known or {}
             )
             if context_name is not None:
-                chunks, previous = yield from self._contexts(messages, own, config)
-                refused |= yield from self._write(
-                    context_name, messages, config, chunks, previous, new, threads, {}
+                also, unsettled = yield from self._write_contexts(
+                    context_name, messages, own, config, new, threads
                 )
+                refused |= also
         except Exception as exc:
             self._ready -= {name, context_name}
             self.log.exception("semantic recall: indexing %d messages failed", len(messages))
             return IndexReport(failed=[m.id for m in messages], error=str(exc))
-        done = [m.id for m in messages if m.id not in refused]
+        failed = {**refused, **unsettled}
+        done = [m.id for m in messages if m.id not in failed]
         for indexed in filter(None, (name, context_name)):
             yield from call(Storage.mark_indexed, done, indexed)
-        if not refused:
+        if not failed:
             return IndexReport(indexed=done)
-        first = next(iter(refused))
+        first = next(iter(failed))
         self.log.error(
-            "semantic recall: %d messages refused, %s: %s", len(refused), first, refused[first]
+            "semantic recall: %d messages not indexed, %s: %s", len(failed), first, failed[first]
         )
-        more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
-        error = f"message {first!r}: {refused[first]}{more}"
-        return IndexReport(done, list(refused), error, refused=list(refused))
+        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        error = f"message {first!r}: {failed[first]}{more}"
+        return IndexReport(done, list(failed), error, refused=list(refused))
+
+    def _write_contexts(
+        self,
+        name: str,
+        messages: list[Message],
+        own: Mapping[str, list[str]],
+        config: SemanticRecallConfig,
+        new: Collection[str],
+        threads: dict[str, Thread],
+    ) -> Steps[tuple[dict[str, str], dict[str, str]]]:
+        """Write the messages' contextual vectors, then read their contexts again: a
+        save running beside this one may have changed one after it was read (its own
+        rewrite then lost to this older one). Those are written again, so the last
+        writer of a vector always checks after it. Returns the refused messages, and
+        those whose context still changed after `CONTEXT_CHECKS` rounds (left for
+        `reindex()`)."""
+        chunks, previous = yield from self._contexts(messages, own, config)
+        refused = yield from self._write(name, messages, config, chunks, previous, new, threads, {})
+        todo = [m for m in messages if m.id not in refused]
+        for _ in range(CONTEXT_CHECKS):
+            again, after = yield from self._contexts(todo, own, config)
+            todo = [m for m in todo if (again[m.id], after[m.id]) != (chunks[m.id], previous[m.id])]
+            if not todo:
+                return refused, {}
+            chunks, previous = {**chunks, **again}, {**previous, **after}
+            refused |= yield from self._write(name, todo, config, chunks, previous, (), threads, {})
+            todo = [m for m in todo if m.id not in refused]
+        why = "its context changed while it was written; reindex() writes it"
+        return refused, dict.fromkeys((m.id for m in todo), why)
 
     def _contexts(
         self, messages: list[Message], own: Mapping[str, list[str]], config: SemanticRecallConfig

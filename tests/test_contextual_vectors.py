@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_memory import make_backends
+from backends import make_backends
 
 from recallstack.core.async_memory import AsyncMemory
 from recallstack.core.config import FUSION_DEFAULTS, HybridConfig
@@ -305,3 +305,31 @@ def test_contexts_on_every_vector_store(
     hits = {h.message.id: h for h in memory.search("ada", "epsilon")}
     assert hits["m4"].context_score == pytest.approx(0.5**0.5, abs=1e-5)
     assert memory.reindex().indexed == 0
+
+
+def test_a_context_that_keeps_changing_is_left_for_reindex() -> None:
+    """Each time the save reads the message's context, another writer has put a new
+    message right before it (straight into storage): after a few rounds the save
+    stops, reports it not indexed and records nothing for it; reindex() writes it."""
+    from recallstack.adapters.memory.storage import InMemoryStorage
+
+    class Busy(InMemoryStorage):
+        inserts = 0
+
+        def _include_windows(self, include: list[Any], resource_id: str | None) -> list[Message]:
+            if self.inserts < 10:
+                self.inserts += 1  # a message a little closer before m9 each time
+                when = T0 + timedelta(minutes=9) - timedelta(seconds=30 / self.inserts)
+                noise = Message(id=f"n{self.inserts}", thread_id="t", role="user", content="x")
+                self.save_messages([noise.model_copy(update={"created_at": when})])
+            return super()._include_windows(include, resource_id)
+
+    storage = Busy()
+    memory = Memory(storage, "memory://", EMBEDDER, CONTEXT)
+    memory.create_thread("ada", thread_id="t")
+    result = memory.save_messages([message(9, "target")])
+    assert result.not_indexed == ["m9"] and "reindex" in (result.error or "")
+    put, storage.inserts = storage.inserts, 10  # the other writer stops
+    assert memory.reindex().indexed == put + 1  # m9, and what was put before it
+    assert_context(memory, "m9", ["x", "target"])
+    assert stored(memory, "m9")[1]["previous_id"] == f"n{put}"

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from backends import BACKENDS, make_backends
 
 from recallstack.adapters.libsql.storage import LibSQLStorage
 from recallstack.adapters.libsql.vector import LibSQLVectorStore
@@ -26,42 +27,6 @@ from recallstack.embedders.hashing import HashEmbedder
 
 T0 = datetime(2024, 1, 15, 10, 30, tzinfo=UTC)
 RECALL = {"semantic_recall": {"top_k": 2, "message_range": 1, "scope": "resource"}}
-
-
-BACKENDS = ["memory", "libsql", "pg", "qdrant-edge", "chroma", "mongo", "pinecone"]
-
-
-def make_backends(
-    kind: str, request: pytest.FixtureRequest, tmp_path: Path
-) -> tuple[Storage, VectorStore]:
-    if kind == "memory":
-        return InMemoryStorage(), InMemoryVectorStore()
-    if kind in ("qdrant-edge", "chroma"):  # vectors only: storage stays in memory
-        from recallstack.core.registry import registry
-
-        scheme = "qdrant+edge" if kind == "qdrant-edge" else "chroma"
-        return InMemoryStorage(), registry().vector_store(f"{scheme}:///{tmp_path / kind}")
-    if kind == "pg":
-        from recallstack.adapters.pg.storage import PgStorage
-        from recallstack.adapters.pg.vector import PgVectorStore
-
-        url = request.getfixturevalue("pg_url")
-        return PgStorage(url), PgVectorStore(url)
-    if kind == "pinecone":  # vectors on the emulator, storage in LibSQL
-        from recallstack.core.registry import registry
-
-        _, url = request.getfixturevalue("pinecone_emulator")
-        storage = LibSQLStorage(f"libsql:///{tmp_path / 'pinecone-storage.db'}")
-        return storage, registry().vector_store(url)
-    if kind == "mongo":  # on the stand-in, mongomock
-        from recallstack.adapters.mongo.storage import MongoStorage
-        from recallstack.adapters.mongo.targets import stand_in
-        from recallstack.adapters.mongo.vector import MongoVectorStore
-
-        with stand_in() as url:
-            return MongoStorage(url), MongoVectorStore(url)
-    url = f"libsql:///{tmp_path / 'memory.db'}"
-    return LibSQLStorage(url), LibSQLVectorStore(url)
 
 
 @pytest.fixture(params=BACKENDS)
