@@ -39,12 +39,14 @@ def score(
     counts: Mapping[str, int], length: int, total: int, mean: float, frequency: Mapping[str, int]
 ) -> float:
     """One document's BM25: its word `counts` and `length`, among `total` documents of
-    `mean` length, where `frequency[term]` documents hold the term."""
+    `mean` length, where `frequency[term]` documents hold the term. Statistics read
+    apart from the matches may count fewer documents than hold a term (a save came
+    between): the total is then taken as that many."""
     result = 0.0
     for term, n in frequency.items():
         f = counts.get(term, 0)
         if f:
-            idf = max(math.log((total - n + 0.5) / (n + 0.5)), 1e-6)
+            idf = max(math.log((max(total, n) - n + 0.5) / (n + 0.5)), 1e-6)
             result += idf * f * (K1 + 1) / (f + K1 * (1 - B + B * length / mean))
     return result
 

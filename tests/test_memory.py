@@ -783,3 +783,23 @@ def test_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         conversation(memory)
         assert memory.recall("trip", vector_search_string="Lisbon hotel").hits
         assert memory.semantic is not None and memory.semantic.index_name().endswith("_16")
+
+
+@pytest.mark.parametrize("backend", ["libsql", "pg", "mongo"])
+def test_keyword_search_holds_when_statistics_lag_behind(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """The resource's statistics are read apart from the matches: a save between
+    can leave the total below a word's document count. The search still ranks
+    (found under load: a logarithm of a negative number raised BackendError)."""
+    storage, vector = make_backends(backend, request, tmp_path)
+    memory = memory_on((storage, vector), {"semantic_recall": {"hybrid": True}})
+    conversation(memory)
+    if backend in ("libsql", "pg"):
+        storage.db.query("UPDATE recallstack_word_stats SET documents = 1")  # type: ignore[attr-defined]
+    else:
+        stats = storage.messages.database["recallstack_word_stats"]  # type: ignore[attr-defined]
+        stats.update_many({}, {"$set": {"documents": 1}})
+    found = storage.search_words("Lisbon", resource_id="ada")
+    assert {i for i, _ in found} == {"trip-0", "trip-1", "trip-2"}
+    assert all(score > 0 for _, score in found)

@@ -96,7 +96,7 @@ WITH hits AS (
     SELECT term, count(*) AS n FROM hits GROUP BY term
 )
 SELECT m.id, sum(
-    max(ln((? - frequency.n + 0.5) / (frequency.n + 0.5)), 1e-6)
+    max(ln((max(?, frequency.n) - frequency.n + 0.5) / (frequency.n + 0.5)), 1e-6)
     * hits.f * ? / (hits.f + ? * (? + ? * l.length))
 ) AS score
 FROM hits JOIN frequency USING (term)
@@ -108,7 +108,8 @@ ORDER BY score DESC, m.id
 LIMIT ?
 """
 """BM25 of the resource's messages (keywords.py), in one statement of constant size:
-the words come as one JSON array, each looked up in FTS5's word index."""
+the words come as one JSON array, each looked up in FTS5's word index. The total is
+read before it, so a save between may leave it below a term's count: see keywords.py."""
 
 
 def _v4(db: Database) -> None:

@@ -141,7 +141,7 @@ WITH docs AS (
     SELECT term, count(*) AS n FROM hits GROUP BY term
 )
 SELECT message_id, sum(
-    greatest(ln((%(total)s - n + 0.5) / (n + 0.5)), 1e-6)
+    greatest(ln((greatest(%(total)s, n) - n + 0.5) / (n + 0.5)), 1e-6)
     * f * %(k1_plus_1)s / (f + %(k1)s * (%(one_minus_b)s + %(b_per_mean)s * length))
 ) AS score
 FROM hits JOIN frequency USING (term)
@@ -150,7 +150,9 @@ GROUP BY message_id
 ORDER BY score DESC, message_id
 LIMIT %(limit)s
 """
-"""BM25 of the resource's messages (keywords.py) in one statement of constant size."""
+"""BM25 of the resource's messages (keywords.py) in one statement of constant size. The
+total is read before it, so a save between may leave it below a term's count: see
+keywords.py."""
 
 MIGRATIONS = [_v1, _v2, _v3]
 
