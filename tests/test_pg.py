@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -322,3 +325,22 @@ def test_an_older_schema_gets_the_indexes_it_missed(pg_url: str) -> None:
     assert indexes(pg_url, table) != wanted
     PgVectorStore(pg_url).close()
     assert indexes(pg_url, table) == wanted
+
+
+def test_stores_opened_at_once_on_a_new_database(
+    new_pg_database: Callable[[], str],
+) -> None:
+    """Processes that start together each create pgvector's extension if it is
+    missing; the one that loses the race finds it there (it raised a BackendError
+    saying pgvector was not installed, found under load)."""
+    for _ in range(3):
+        url = new_pg_database()
+        barrier = threading.Barrier(6)
+
+        def open_store(url: str = url, barrier: threading.Barrier = barrier) -> None:
+            barrier.wait()
+            PgVectorStore(url).close()
+
+        with ThreadPoolExecutor(6) as pool:
+            for future in [pool.submit(open_store) for _ in range(6)]:
+                future.result()

@@ -8,6 +8,7 @@ psycopg's asyncio API instead, so that the adapters' code is written once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import threading
@@ -275,7 +276,9 @@ def _ensure_extension(url: str) -> None:
                 "SELECT 1 FROM pg_extension WHERE extname = 'vector'"
             ).fetchone()
             if installed is None:
-                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                # another process may create it at the same instant: then it is there
+                with contextlib.suppress(psycopg.errors.UniqueViolation):
+                    conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
     except psycopg.Error as exc:
         raise BackendError(
             "postgres: the pgvector extension is not installed and could not be created "
