@@ -138,8 +138,9 @@ def reliability(session: nox.Session) -> None:
     session.install(".[libsql,pg-server,chroma]")
     # 12 kills per operation and backend, not the bench's 20: CI's time is bounded
     session.run("python", "bench/reliability.py", *(session.posargs or ["--kills", "12"]))
-    if not session.posargs:  # and a few with contextual vectors, which re-embed followers
-        session.run("python", "bench/reliability.py", "--only", "kill", "--kills", "2", "--context")
+    if not session.posargs:  # and a short run with hybrid recall and contextual vectors
+        args = ["--only", "kill,load", "--kills", "2", "--seconds", "4", "--context"]
+        session.run("python", "bench/reliability.py", *args)
 
 
 @nox.session(python=PYTHON, default=False)

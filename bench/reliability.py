@@ -20,8 +20,8 @@ vector the message's text calls for that the index lacks; duplicate = a
 vector no current chunk accounts for; stale = a vector whose metadata differs
 from its message and thread.
 
-With `--context`, every memory also writes contextual vectors
-(`hybrid={"context": 1}`), and the audit reads that index too: a missing,
+With `--context`, every memory recalls with hybrid recall and writes
+contextual vectors (`hybrid={"context": 1}`), and the audit reads that index too: a missing,
 duplicate or stale contextual vector (one that does not embed the message
 before it and the message as they are now) counts as above.
 
