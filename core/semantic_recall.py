@@ -514,15 +514,15 @@ class SemanticRecall:
         contextual hit credits part of its weight to the message before it.
 
         A keyword hit or a credited message that no vector found must pass the
-        filter (checked on the metadata its vectors carry; the scope holds by how
-        they are found), and with a `threshold` every hit must be a semantic one:
+        filter (checked on the metadata its vectors carry) and be in the scope,
+        and with a `threshold` every hit must be a semantic one:
         the threshold stays a floor on semantic similarity. Returns the top_k."""
         if resource_id is None:
             thread = yield from call(Storage.get_thread, str(thread_id))
             resource_id = thread.resource_id if thread else None
         words: list[tuple[str, float]] = []
+        in_thread = thread_id if config.scope == "thread" else None
         if resource_id is not None:
-            in_thread = thread_id if config.scope == "thread" else None
             words = yield from call(
                 Storage.search_words,
                 query,
@@ -535,11 +535,15 @@ class SemanticRecall:
             words = [(i, score) for i, score in words if i in semantic_ids]
             context = [r for r in context if _message_of(r) in semantic_ids]
         threads = {_message_of(r): str(r.metadata["thread_id"]) for r in [*context, *dense]}
+
+        def in_scope(m: Message) -> bool:  # a credited message may have moved since
+            return m.resource_id == resource_id and (in_thread is None or m.thread_id == in_thread)
+
         credited = [str(r.metadata["previous_id"]) for r in context if "previous_id" in r.metadata]
         unseen = [i for i in dict.fromkeys([*(i for i, _ in words), *credited]) if i not in threads]
         if config.filter_node is not None:  # ranks count the messages that pass it only
             found = yield from self._passing(unseen, config)
-            threads |= {m.id: m.thread_id for m in found}
+            threads |= {m.id: m.thread_id for m in found if in_scope(m)}
             candidates = set(threads)
         else:  # stored messages all: the threads of those that make the top are read later
             candidates = {*threads, *unseen}
@@ -571,7 +575,7 @@ class SemanticRecall:
             head, ranked = ranked[: config.top_k - len(top)], ranked[config.top_k - len(top) :]
             if missing := [i for i in head if i not in threads]:
                 found = yield from call(Storage.get_messages, missing)
-                threads |= {m.id: m.thread_id for m in found}
+                threads |= {m.id: m.thread_id for m in found if in_scope(m)}
             top += [i for i in head if i in threads]  # one deleted since drops out
         context_scores = {_message_of(r): r.score for r in context}
         keyword_scores = dict(keyword)

@@ -333,3 +333,19 @@ def test_a_context_that_keeps_changing_is_left_for_reindex() -> None:
     assert memory.reindex().indexed == put + 1  # m9, and what was put before it
     assert_context(memory, "m9", ["x", "target"])
     assert stored(memory, "m9")[1]["previous_id"] == f"n{put}"
+
+
+def test_a_message_moved_since_its_follower_was_embedded_is_not_credited_out_of_scope(
+    url: str,
+) -> None:
+    """A save moving y to another thread was killed after y's vectors were written and
+    before x's were: x's contextual vector still names y. A search of x's thread
+    credits no message of another thread."""
+    memory = credit_memory(url)
+    moved = [message(3, "zebra zebra zebra lion", thread="d-thread")]
+    memory.storage.save_messages(moved)
+    assert memory.semantic is not None
+    memory.semantic.index(moved)
+    found = memory.search("ada", "zebra", thread_id="t", top_k=10)
+    assert "m3" not in {h.message.id for h in found}
+    assert all(h.message.thread_id == "t" for h in found)
