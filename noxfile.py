@@ -136,10 +136,12 @@ for _integration_name in INTEGRATIONS:
 def reliability(session: nox.Session) -> None:
     """Kills, server outages and load on real engines; prints a table, fails on any loss."""
     session.install(".[libsql,pg-server,chroma]")
-    # 12 kills per operation and backend, not the bench's 20: CI's time is bounded
-    session.run("python", "bench/reliability.py", *(session.posargs or ["--kills", "12"]))
+    # 10 kills per operation and backend and 6-second runs, not the bench's 20 and 8 s:
+    # CI's time is bounded
+    given = session.posargs or ["--kills", "10", "--seconds", "6"]
+    session.run("python", "bench/reliability.py", *given)
     if not session.posargs:  # and a short run with hybrid recall and contextual vectors
-        args = ["--only", "kill,load", "--kills", "2", "--seconds", "4", "--context"]
+        args = ["--only", "kill,load", "--kills", "2", "--seconds", "3", "--context"]
         session.run("python", "bench/reliability.py", *args)
 
 
