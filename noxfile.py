@@ -136,12 +136,12 @@ for _integration_name in INTEGRATIONS:
 def reliability(session: nox.Session) -> None:
     """Kills, server outages and load on real engines; prints a table, fails on any loss."""
     session.install(".[libsql,pg-server,chroma]")
-    # 10 kills per operation and backend and 6-second runs, not the bench's 20 and 8 s:
+    # 6 kills per operation and backend and 5-second runs, not the bench's 20 and 8 s:
     # CI's time is bounded
-    given = session.posargs or ["--kills", "10", "--seconds", "6"]
+    given = session.posargs or ["--kills", "6", "--seconds", "5"]
     session.run("python", "bench/reliability.py", *given)
     if not session.posargs:  # and a short run with hybrid recall and contextual vectors
-        args = ["--only", "kill,load", "--kills", "2", "--seconds", "3", "--context"]
+        args = ["--only", "kill,load", "--kills", "1", "--seconds", "2", "--context"]
         session.run("python", "bench/reliability.py", *args)
 
 
