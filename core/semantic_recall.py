@@ -530,10 +530,10 @@ class SemanticRecall:
                 thread_id=in_thread,
                 limit=fusion.candidates,
             )
+        dense_scores = {_message_of(r): r.score for r in dense}
         if config.threshold is not None:  # only semantic hits are fused
-            semantic_ids = {_message_of(r) for r in dense}
-            words = [(i, score) for i, score in words if i in semantic_ids]
-            context = [r for r in context if _message_of(r) in semantic_ids]
+            words = [(i, score) for i, score in words if i in dense_scores]
+            context = [r for r in context if _message_of(r) in dense_scores]
         threads = {_message_of(r): str(r.metadata["thread_id"]) for r in [*context, *dense]}
 
         def in_scope(m: Message) -> bool:  # a credited message may have moved since
@@ -542,7 +542,7 @@ class SemanticRecall:
         credited = [str(r.metadata["previous_id"]) for r in context if "previous_id" in r.metadata]
         unseen = [i for i in dict.fromkeys([*(i for i, _ in words), *credited]) if i not in threads]
         if config.filter_node is not None:  # ranks count the messages that pass it only
-            found = yield from self._passing(unseen, config)
+            found = yield from self._passing(unseen, config.filter_node)
             threads |= {m.id: m.thread_id for m in found if in_scope(m)}
             candidates = set(threads)
         else:  # stored messages all: the threads of those that make the top are read later
@@ -563,7 +563,6 @@ class SemanticRecall:
         for rank, (i, _) in enumerate(keyword, start=1):
             scores[i] += (1 - fusion.weight) / (fusion.rrf_k + rank)
 
-        dense_scores = {_message_of(r): r.score for r in dense}
         ranked = sorted(
             (i for i, score in scores.items() if score > 0),
             key=lambda i: (-scores[i], i),
@@ -591,18 +590,16 @@ class SemanticRecall:
             for i in top
         ]
 
-    def _passing(self, ids: list[str], config: SemanticRecallConfig) -> Steps[list[Message]]:
-        """The stored messages among `ids` that pass the filter (all, without one)."""
+    def _passing(self, ids: list[str], node: Node) -> Steps[list[Message]]:
+        """The stored messages among `ids` that pass the filter `node`."""
         found = (yield from call(Storage.get_messages, ids)) if ids else []
-        if config.filter_node is None:
-            return found
         threads = {}
         for t in {m.thread_id for m in found}:
             threads[t] = yield from call(Storage.get_thread, t)
         return [
             m
             for m in found
-            if matches(config.filter_node, {**vector_metadata(m, threads[m.thread_id]), "chunk": 0})
+            if matches(node, {**vector_metadata(m, threads[m.thread_id]), "chunk": 0})
         ]
 
     def recall(
