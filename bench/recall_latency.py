@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from recallstack.core.config import SemanticRecallConfig
 from recallstack.core.memory import Memory
 from recallstack.core.messages import Message
 from recallstack.core.metadata import epoch_ms
@@ -77,7 +78,8 @@ def populate(
     assert memory.semantic is not None
     semantic = memory.semantic
     name = semantic.index_name()
-    names = [name, f"{name}_context1"] if context else [name]
+    with_context = SemanticRecallConfig(hybrid={"context": 1})
+    names = [name, semantic.context_index_name(with_context)] if context else [name]
     dimension = semantic.embedder.embedder.dimension
     for each in names:
         semantic.vector.create_index(each, dimension, config={"type": index})
