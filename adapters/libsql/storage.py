@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from recallstack.adapters.libsql.database import Database
+from recallstack.adapters.libsql.word_index import FTS, LENGTHS, STATS, VOCABULARY, WordIndex
 from recallstack.core.keywords import K1, B, words
 from recallstack.core.messages import Message
 from recallstack.core.records import Include, Resource, Thread
@@ -74,17 +75,6 @@ def _v3(db: Database) -> None:
     )
 
 
-FTS = "recallstack_messages_fts"
-"""Keyword search: FTS5 over the messages' text, its rowid the message row's."""
-VOCABULARY = "recallstack_messages_words"
-"""FTS5's word instances (term, row): each message's count of each word."""
-STATS = "recallstack_word_stats"
-"""Per resource, how many messages keyword search holds and their words in all."""
-LENGTHS = "recallstack_word_lengths"
-"""Each keyword-searched message row's length in words: a plain table, since reading an
-FTS5 column costs a lookup in its content table (half of a search's time, measured)."""
-
-
 WORD_SEARCH = f"""
 WITH hits AS (
     SELECT v.term, v.doc, count(*) AS f
@@ -121,7 +111,8 @@ def _v4(db: Database) -> None:
     db.query(f"CREATE VIRTUAL TABLE {VOCABULARY} USING fts5vocab({FTS}, 'instance')")
     db.query(
         f"CREATE TABLE {STATS} (resource_id TEXT PRIMARY KEY, documents INTEGER NOT NULL, "
-        "words INTEGER NOT NULL)"
+        "words INTEGER NOT NULL, added INTEGER NOT NULL DEFAULT 0, "
+        "removed INTEGER NOT NULL DEFAULT 0)"
     )
     _lengths_table(db)
     after = -1
@@ -136,15 +127,27 @@ def _v4(db: Database) -> None:
 
 def _add_words(db: Database, rows: list[tuple[int, Message]]) -> None:
     """Index the words of these (rowid, message) rows and count them per resource;
-    keyword search covers what semantic recall embeds: text, not system messages."""
+    keyword search covers what semantic recall embeds: text, not system messages.
+    Each resource's `added` counter moves once, and its new rows carry the new value."""
     searched = [(rowid, m, len(words(m.text))) for rowid, m in rows if m.role != "system"]
     searched = [(rowid, m, n) for rowid, m, n in searched if n]
     db.executemany(
         f"INSERT INTO {FTS} (rowid, text, resource_id, thread_id, length) VALUES (?, ?, ?, ?, ?)",
         [(rowid, m.text, m.resource_id, m.thread_id, n) for rowid, m, n in searched],
     )
-    db.executemany(f"INSERT INTO {LENGTHS} VALUES (?, ?)", [(r, n) for r, _, n in searched])
-    _count(db, [(m.resource_id, 1, n) for _, m, n in searched])
+    added: dict[str | None, int] = {None: 0}
+    for resource in dict.fromkeys(m.resource_id for _, m, _ in searched if m.resource_id):
+        mine = [n for _, m, n in searched if m.resource_id == resource]
+        ((added[resource],),) = db.query(
+            f"INSERT INTO {STATS} (resource_id, documents, words, added) VALUES (?, ?, ?, 1) "
+            "ON CONFLICT(resource_id) DO UPDATE SET documents = documents + excluded.documents, "
+            "words = words + excluded.words, added = added + 1 RETURNING added",
+            (resource, len(mine), sum(mine)),
+        )
+    db.executemany(
+        f"INSERT INTO {LENGTHS} (doc, length, resource_id, added) VALUES (?, ?, ?, ?)",
+        [(r, n, m.resource_id, added[m.resource_id]) for r, m, n in searched],
+    )
 
 
 def _remove_words(db: Database, rows_sql: str, parameters: tuple[Any, ...]) -> None:
@@ -156,31 +159,50 @@ def _remove_words(db: Database, rows_sql: str, parameters: tuple[Any, ...]) -> N
     )
     db.query(f"DELETE FROM {FTS} WHERE rowid IN ({rows_sql})", parameters)
     db.query(f"DELETE FROM {LENGTHS} WHERE doc IN ({rows_sql})", parameters)
-    _count(db, [(resource, -documents, -length) for resource, documents, length in gone])
-
-
-def _count(db: Database, deltas: list[tuple[str | None, int, int]]) -> None:
     db.executemany(
-        f"INSERT INTO {STATS} VALUES (?, ?, ?) ON CONFLICT(resource_id) DO UPDATE SET "
-        "documents = documents + excluded.documents, words = words + excluded.words",
-        [delta for delta in deltas if delta[0] is not None],
+        f"UPDATE {STATS} SET documents = documents - ?, words = words - ?, removed = removed + 1 "
+        "WHERE resource_id = ?",
+        [(documents, length, resource) for resource, documents, length in gone if resource],
     )
 
 
 def _lengths_table(db: Database) -> None:
     db.query(
-        f"CREATE TABLE IF NOT EXISTS {LENGTHS} (doc INTEGER PRIMARY KEY, length INTEGER NOT NULL)"
+        f"CREATE TABLE IF NOT EXISTS {LENGTHS} (doc INTEGER PRIMARY KEY, length INTEGER NOT NULL, "
+        "resource_id TEXT, added INTEGER NOT NULL DEFAULT 0)"
     )
+    db.query(f"CREATE INDEX IF NOT EXISTS {LENGTHS}_resource ON {LENGTHS} (resource_id, added)")
 
 
 def _v5(db: Database) -> None:
     """Word lengths in a plain table (`LENGTHS`), filled from FTS5's column; a store made
     at version 4 since this release has it already."""
     _lengths_table(db)
-    db.query(f"INSERT OR IGNORE INTO {LENGTHS} SELECT rowid, length FROM {FTS}")
+    db.query(
+        f"INSERT OR IGNORE INTO {LENGTHS} (doc, length, resource_id) "
+        f"SELECT rowid, length, resource_id FROM {FTS}"
+    )
 
 
-MIGRATIONS = [_v1, _v2, _v3, _v4, _v5]
+def _v6(db: Database) -> None:
+    """The counters and columns the in-process word index reads (`word_index.py`); a
+    store made at version 4 or 5 since this release has them already."""
+    for table, column, kind in (
+        (STATS, "added", "INTEGER NOT NULL DEFAULT 0"),
+        (STATS, "removed", "INTEGER NOT NULL DEFAULT 0"),
+        (LENGTHS, "resource_id", "TEXT"),
+        (LENGTHS, "added", "INTEGER NOT NULL DEFAULT 0"),
+    ):
+        if column not in {row[1] for row in db.query(f"PRAGMA table_info({table})")}:
+            db.query(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+    db.query(
+        f"UPDATE {LENGTHS} SET resource_id = (SELECT resource_id FROM {FTS} WHERE rowid = doc) "
+        "WHERE resource_id IS NULL"
+    )
+    _lengths_table(db)
+
+
+MIGRATIONS = [_v1, _v2, _v3, _v4, _v5, _v6]
 
 
 def _resource(row: tuple[Any, ...]) -> Resource:
@@ -223,6 +245,7 @@ class LibSQLStorage(Storage):
     def __init__(self, url: str = "libsql:///local.db", **options: Any) -> None:
         self.db = Database(url, **options)
         self.db.migrate("storage", MIGRATIONS)
+        self.words = WordIndex(self.db)
 
     def close(self) -> None:
         self.db.close()
@@ -452,6 +475,11 @@ class LibSQLStorage(Storage):
     def _search_words(
         self, terms: list[str], resource_id: str, thread_id: str | None, limit: int
     ) -> list[tuple[str, float]]:
+        """From the resource's cached postings (`word_index.py`); a resource too large to
+        cache is searched by FTS5 alone."""
+        cached = self.words.search(terms, resource_id, thread_id, limit)
+        if cached is not None:
+            return cached
         stats = self.db.query(
             f"SELECT documents, words FROM {STATS} WHERE resource_id = ?", (resource_id,)
         )

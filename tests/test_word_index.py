@@ -1,0 +1,248 @@
+"""LibSQL's in-process word index (adapters/libsql/word_index.py): its answers equal
+FTS5's and the reference's through adds, edits, moves, deletes, writes by another
+store or process, reused rowids, a budget and an older schema."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import subprocess
+import sys
+import textwrap
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from recallstack.adapters.libsql.database import Database
+from recallstack.adapters.libsql.storage import LENGTHS, MIGRATIONS, STATS, LibSQLStorage
+from recallstack.adapters.libsql.word_index import WordIndex
+from recallstack.adapters.memory.storage import InMemoryStorage
+from recallstack.core.messages import Message
+from recallstack.core.records import Thread
+
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+VOCABULARY = ["lisbon", "porto", "hotel", "river", "train", "budget", "tea", "bikes", "cat"]
+QUERIES = ["lisbon hotel", "train budget tea", "garden", "knee marathon bikes porto", "nothing"]
+
+
+def text(rng: random.Random) -> str:
+    return " ".join(rng.choice(VOCABULARY) for _ in range(rng.randint(1, 9)))
+
+
+def message(i: int, thread: str, body: str, resource: str = "r") -> Message:
+    return Message(
+        id=f"m{i}",
+        thread_id=thread,
+        resource_id=resource,
+        role="user",
+        content=body,
+        created_at=T0 + timedelta(seconds=i),
+    )
+
+
+def fts5_only(url: str) -> LibSQLStorage:
+    """A store whose word index holds nothing: every search goes to FTS5."""
+    storage = LibSQLStorage(url)
+    storage.words = WordIndex(storage.db, budget=0)
+    return storage
+
+
+def same(found: list[tuple[str, float]], expected: list[tuple[str, float]]) -> bool:
+    """The same ids in the same order, and scores equal but for float rounding (FTS5
+    sums in SQL, the index in numpy)."""
+    return [i for i, _ in found] == [i for i, _ in expected] and [
+        s for _, s in found
+    ] == pytest.approx([s for _, s in expected], rel=1e-12)
+
+
+def assert_same(storage: LibSQLStorage, url: str, threads: list[str]) -> None:
+    """The cached answers equal FTS5's and the reference's, whole resource and per thread."""
+    plain = fts5_only(url)
+    reference = InMemoryStorage()
+    for resource in {t.resource_id for t in map(storage.get_thread, threads) if t}:
+        for thread in storage.all_threads():
+            if thread.resource_id == resource:
+                reference.save_thread(thread)
+                reference.save_messages(storage.list_messages(thread.id).items)
+    for query, scope, limit in itertools.product(QUERIES, [None, *threads], [3, 40, 500]):
+        found = storage.search_words(query, resource_id="r", thread_id=scope, limit=limit)
+        assert same(found, plain.search_words(query, resource_id="r", thread_id=scope, limit=limit))
+        expected = reference.search_words(query, resource_id="r", thread_id=scope, limit=limit)
+        assert same(found, expected)
+    plain.close()
+
+
+def test_adds_edits_moves_and_deletes_are_seen(tmp_path: Path) -> None:
+    url = f"libsql:///{tmp_path / 'w.db'}"
+    storage = LibSQLStorage(url)
+    rng = random.Random(7)
+    for t in ("a", "b"):
+        storage.save_thread(Thread(id=t, resource_id="r"))
+    storage.save_thread(Thread(id="other", resource_id="s"))
+    storage.save_messages([message(i, rng.choice("ab"), text(rng)) for i in range(300)])
+    storage.save_messages([message(i, "other", text(rng), "s") for i in range(300, 400)])
+    assert_same(storage, url, ["a", "b"])
+    copy = storage.words._resources["r"]
+    storage.save_messages([message(i, "a", text(rng)) for i in range(0, 300, 7)])  # edits, moves
+    storage.save_messages([message(i, "b", text(rng)) for i in range(400, 450)])  # adds
+    assert_same(storage, url, ["a", "b"])
+    for i in rng.sample(range(1000, 9000), 12):  # a turn at a time: each id placed among the rest
+        storage.save_messages([message(i, "a", "lisbon hotel")])
+        storage.search_words("lisbon", resource_id="r")
+    assert_same(storage, url, ["a", "b"])
+    storage.delete_messages([f"m{i}" for i in range(0, 300, 3)])
+    assert_same(storage, url, ["a", "b"])
+    assert storage.words._resources["r"] is copy  # brought up to date, not read afresh
+    storage.delete_thread("b")
+    assert_same(storage, url, ["a"])
+    found = storage.search_words("lisbon", resource_id="s", limit=500)
+    assert same(found, fts5_only(url).search_words("lisbon", resource_id="s", limit=500))
+
+
+def test_writes_by_another_store_are_seen(tmp_path: Path) -> None:
+    """Each store has its own cache; another's writes reach it through the counters."""
+    url = f"libsql:///{tmp_path / 'w.db'}"
+    reader, writer = LibSQLStorage(url), LibSQLStorage(url)
+    rng = random.Random(3)
+    writer.save_thread(Thread(id="a", resource_id="r"))
+    writer.save_messages([message(i, "a", text(rng)) for i in range(100)])
+    assert_same(reader, url, ["a"])
+    copy = reader.words._resources["r"]
+    writer.save_messages([message(i, "a", text(rng)) for i in range(50, 150)])
+    assert_same(reader, url, ["a"])
+    assert reader.words._resources["r"] is copy
+    writer.delete_messages([f"m{i}" for i in range(140)])
+    assert_same(reader, url, ["a"])
+    assert reader.words._resources["r"] is not copy  # 10 live of 200 held: read afresh
+
+
+def test_writes_by_another_process_are_seen(tmp_path: Path) -> None:
+    url = f"libsql:///{tmp_path / 'w.db'}"
+    storage = LibSQLStorage(url)
+    storage.save_thread(Thread(id="a", resource_id="r"))
+    storage.save_messages([message(i, "a", "lisbon hotel") for i in range(3)])
+    assert [i for i, _ in storage.search_words("porto", resource_id="r")] == []
+    script = f"""
+        from recallstack.adapters.libsql.storage import LibSQLStorage
+        from recallstack.core.messages import Message
+        storage = LibSQLStorage({url!r})
+        storage.delete_messages(["m0"])
+        storage.save_messages([Message(id="m1", thread_id="a", role="user", content="porto")])
+    """
+    subprocess.run([sys.executable, "-c", textwrap.dedent(script)], check=True)
+    assert [i for i, _ in storage.search_words("porto hotel", resource_id="r")] == ["m1", "m2"]
+    assert_same(storage, url, ["a"])
+
+
+def test_a_reused_rowid_is_not_taken_for_the_row_it_replaced(tmp_path: Path) -> None:
+    """Deleting the newest message frees its rowid for the next one saved."""
+    url = f"libsql:///{tmp_path / 'w.db'}"
+    reader, writer = LibSQLStorage(url), LibSQLStorage(url)
+    writer.save_thread(Thread(id="a", resource_id="r"))
+    writer.save_messages([message(0, "a", "lisbon"), message(1, "a", "lisbon hotel")])
+    assert [i for i, _ in reader.search_words("hotel", resource_id="r")] == ["m1"]
+    copy = reader.words._resources["r"]
+    (before,) = writer.db.query("SELECT rowid FROM recallstack_messages WHERE id = 'm1'")
+    writer.delete_messages(["m1"])
+    writer.save_messages([message(2, "a", "porto")])
+    (after,) = writer.db.query("SELECT rowid FROM recallstack_messages WHERE id = 'm2'")
+    assert before == after
+    assert reader.search_words("hotel", resource_id="r") == []
+    assert [i for i, _ in reader.search_words("porto lisbon", resource_id="r")] == ["m0", "m2"]
+    assert reader.words._resources["r"] is copy
+
+
+def test_a_budget_drops_the_least_recent_and_leaves_the_largest_to_fts5(tmp_path: Path) -> None:
+    url = f"libsql:///{tmp_path / 'w.db'}"
+    storage = LibSQLStorage(url)
+    rng = random.Random(5)
+    for n, size in enumerate((40, 40, 400)):
+        storage.save_thread(Thread(id=f"t{n}", resource_id=f"r{n}"))
+        storage.save_messages(
+            [message(n * 1000 + i, f"t{n}", text(rng), f"r{n}") for i in range(size)]
+        )
+    sizes = WordIndex(storage.db)
+    for resource in ("r0", "r1"):
+        sizes.search(["cat"], resource, None, 10)
+    small, large = sorted(r.held for r in sizes._resources.values())
+    storage.words = index = WordIndex(storage.db, budget=large + 1)  # one of r0, r1 at a time
+    plain = fts5_only(url)
+    for resource in ("r0", "r1", "r2", "r0"):
+        for query in QUERIES:
+            found = storage.search_words(query, resource_id=resource, limit=500)
+            assert same(found, plain.search_words(query, resource_id=resource, limit=500))
+    assert small + large > large + 1
+    assert list(index._resources) == ["r0"]  # r1 dropped for it; r2 never fits
+
+
+def test_writers_and_searchers_at_once(tmp_path: Path) -> None:
+    """4 threads saving and editing 5,000 messages into one resource while another searches:
+    no search fails, and the last answers equal FTS5's."""
+    url = f"libsql:///{tmp_path / 'w.db'}"
+    storage = LibSQLStorage(url)
+    for t in range(4):
+        storage.save_thread(Thread(id=f"t{t}", resource_id="r"))
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def write(t: int) -> None:
+        rng = random.Random(t)
+        try:
+            for batch in range(25):
+                ids = range(t * 1250 + batch * 50, t * 1250 + batch * 50 + 50)
+                storage.save_messages([message(i, f"t{t}", text(rng)) for i in ids])
+                storage.save_messages([message(i, f"t{t}", text(rng)) for i in list(ids)[::10]])
+        except BaseException as exc:
+            errors.append(exc)
+
+    def search() -> None:
+        while not done.is_set():
+            try:
+                storage.search_words("lisbon hotel", resource_id="r", limit=100)
+            except BaseException as exc:
+                errors.append(exc)
+                return
+
+    writers = [threading.Thread(target=write, args=(t,)) for t in range(4)]
+    searcher = threading.Thread(target=search)
+    for thread in [*writers, searcher]:
+        thread.start()
+    for thread in writers:
+        thread.join()
+    done.set()
+    searcher.join()
+    assert not errors
+    plain = fts5_only(url)
+    for query in QUERIES:
+        found = storage.search_words(query, resource_id="r", limit=1000)
+        assert same(found, plain.search_words(query, resource_id="r", limit=1000))
+
+
+def test_a_store_of_schema_version_5_gains_the_counters(tmp_path: Path) -> None:
+    """Version 5 had no `added`/`removed` counters nor a resource per length row."""
+    url = f"libsql:///{tmp_path / 'v5.db'}"
+    old = Database(url)
+    old.migrate("storage", MIGRATIONS[:3])
+    old.query("INSERT INTO recallstack_threads VALUES ('t', 'r', NULL, '{}', 0, 0)")
+    texts = ["Lisbon hotel by the river", "a hotel in Porto, a long stay by the sea", "Lisbon"]
+    for n, body in enumerate(texts):
+        old.query(
+            "INSERT INTO recallstack_messages VALUES (?, 't', 'r', 'user', ?, 0, NULL)",
+            (f"m{n}", f'"{body}"'),
+        )
+    old.migrate("storage", MIGRATIONS[:5])
+    old.query(f"DROP INDEX {LENGTHS}_resource")  # as version 5 left them
+    for table, column in ((LENGTHS, "resource_id"), (LENGTHS, "added"), (STATS, "added")):
+        old.query(f"ALTER TABLE {table} DROP COLUMN {column}")
+    old.query(f"ALTER TABLE {STATS} DROP COLUMN removed")
+    old.close()
+    storage = LibSQLStorage(url)
+    assert [i for i, _ in storage.search_words("Lisbon hotel", resource_id="r")] == [
+        "m0",
+        "m2",
+        "m1",
+    ]
+    storage.save_messages([message(9, "t", "Lisbon Lisbon")])
+    assert_same(storage, url, ["t"])
