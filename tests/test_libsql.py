@@ -11,9 +11,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from recallstack.adapters.key_encoding import decode_key, encode_key
 from recallstack.adapters.libsql.database import Database, Location, parse_url
+from recallstack.adapters.libsql.sql_filters import decode_documents, encode_document
 from recallstack.adapters.libsql.storage import LENGTHS, MIGRATIONS, LibSQLStorage
 from recallstack.adapters.libsql.vector import LibSQLVectorStore
 from recallstack.adapters.memory.storage import InMemoryStorage
@@ -69,6 +72,21 @@ def test_key_encoding_round_trips(key: str) -> None:
     assert decode_key(encoded) == key
     assert set(encoded) <= plain | {"-"}
     assert (encoded == key) == (set(key) <= plain)  # plain keys keep their names
+
+
+_KEYS = st.text(max_size=8) | st.sampled_from(["a-b", "-2d", "x", '"-41":', ",{"])
+_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=12) | _KEYS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(st.lists(st.dictionaries(_KEYS, _VALUES, max_size=4), max_size=4))
+def test_documents_round_trip(documents: list[dict[str, Any]]) -> None:
+    """Stored metadata decodes to what was written, whatever its keys and values hold
+    (quotes, `-`, `":`): the one-pass decoding skips only documents of plain keys."""
+    assert decode_documents([encode_document(d) for d in documents]) == documents
 
 
 def test_resolved_from_the_registry(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ gives the exact complement the spec asks for.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,9 +30,20 @@ def encode_document(document: Mapping[str, Any]) -> str:
     return json.dumps(map_keys(document, encode_key), separators=(",", ":"))
 
 
-def decode_document(text: str) -> dict[str, Any]:
-    decoded: dict[str, Any] = map_keys(json.loads(text), decode_key)
-    return decoded
+_ESCAPED_KEY = re.compile(r'-[0-9a-f]{2}[A-Za-z0-9_-]*"\s*:')
+"""The end of a key holding an escape (`-` and two hex digits). Only a key's closing
+quote is followed by `:`, and a quote inside a string is escaped (`\\"`): a document
+this misses has only plain keys."""
+
+
+def decode_documents(texts: list[str]) -> list[dict[str, Any]]:
+    """Metadata as stored, keys decoded. A query decodes up to top_k of these: they are
+    parsed as one JSON array, and walked only when some key holds an escape."""
+    array = f"[{','.join(texts)}]"
+    documents: list[dict[str, Any]] = json.loads(array)
+    if _ESCAPED_KEY.search(array):
+        return [map_keys(document, decode_key) for document in documents]
+    return documents
 
 
 def json_path(path: tuple[str, ...]) -> str:

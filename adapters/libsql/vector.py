@@ -35,7 +35,7 @@ from recallstack.adapters.libsql import CAPABILITIES, vector_file
 from recallstack.adapters.libsql.database import Database
 from recallstack.adapters.libsql.sql_filters import (
     compile_filter,
-    decode_document,
+    decode_documents,
     encode_document,
     index_statements,
     json_path,
@@ -506,8 +506,8 @@ class LibSQLVectorStore(VectorStore):
         snap = self._snapshot(name)
         if filter is None and not snap.ann:
             scores = score(snap.matrix, vector, snap.metric, snap.norms)
-            ranked = best(scores, snap.ids, top_k, min_score)
-            chosen = [(p, float(scores[p])) for p in ranked]
+            at = np.array(best(scores, snap.ids, top_k, min_score), dtype=np.intp)
+            chosen = list(zip(at.tolist(), scores[at].tolist(), strict=True))
         else:
             positions = (
                 self._candidates(name, snap, filter)
@@ -515,17 +515,18 @@ class LibSQLVectorStore(VectorStore):
                 else self._approximate(name, snap, vector, top_k)
             )
             scores = _score_at(snap, positions, vector)
-            ranked = best(scores, _IdsAt(snap.ids, positions), top_k, min_score)
-            chosen = [(int(positions[i]), float(scores[i])) for i in ranked]
-        metadata = self._metadata(name, [int(snap.rowids[p]) for p, _ in chosen])
+            at = np.array(best(scores, _IdsAt(snap.ids, positions), top_k, min_score), np.intp)
+            chosen = list(zip(positions[at].tolist(), scores[at].tolist(), strict=True))
+        rowids = np.asarray(snap.rowids[[p for p, _ in chosen]]).tolist()
+        metadata = self._metadata(name, rowids)
         return [
             trusted_hit(
                 snap.ids[p],
                 s,
-                metadata.get(int(snap.rowids[p]), {}),
+                metadata.get(rowid, {}),
                 snap.matrix[p].tolist() if include_vector else None,
             )
-            for p, s in chosen
+            for (p, s), rowid in zip(chosen, rowids, strict=True)
         ]
 
     def _approximate(
@@ -566,7 +567,7 @@ class LibSQLVectorStore(VectorStore):
             "WHERE rowid IN (SELECT value FROM json_each(?))",
             (json.dumps(rowids),),
         )
-        return {r[0]: decode_document(r[1]) for r in rows}
+        return dict(zip([r[0] for r in rows], decode_documents([r[1] for r in rows]), strict=True))
 
     def _describe_index(self, name: str) -> IndexStats:
         entry = self._entry(name)
