@@ -86,8 +86,13 @@ def best(
     if len(keep) > top_k:
         cutoff = np.partition(scores[keep], len(keep) - top_k)[len(keep) - top_k]
         keep = keep[scores[keep] >= cutoff]
-    ranked = sorted(keep.tolist(), key=lambda i: (-scores[i], ids[i]))
-    return ranked[:top_k]
+    keep = keep[np.argsort(-scores[keep], kind="stable")]
+    if not (np.diff(scores[keep]) == 0).any():  # no ties: the score alone orders them
+        return keep[:top_k].tolist()  # type: ignore[no-any-return]
+    ranked = sorted(
+        zip(scores[keep].tolist(), keep.tolist(), strict=True), key=lambda h: (-h[0], ids[h[1]])
+    )
+    return [i for _, i in ranked[:top_k]]
 
 
 def ranked(
