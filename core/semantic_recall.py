@@ -8,6 +8,7 @@ runs the same code for `Memory.recall`. Behaviour: docs/spec/semantic-recall.md.
 from __future__ import annotations
 
 import contextlib
+import heapq
 import logging
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -469,10 +470,10 @@ class SemanticRecall:
             return []  # nothing was ever saved under this embedder
         if fusion is None:
             return [
-                Hit(_message_of(r), str(r.metadata["thread_id"]), r.score, dense_score=r.score)
-                for r in dense[: config.top_k]
+                Hit(i, str(r.metadata["thread_id"]), r.score, dense_score=r.score)
+                for i, r in list(dense.items())[: config.top_k]
             ]
-        context: list[QueryResult] = []
+        context: dict[str, QueryResult] = {}
         if (context_name := self.context_index_name(config)) is not None:
             with contextlib.suppress(IndexNotFoundError):  # none written yet: see reindex()
                 context = yield from self._nearest(context_name, vectors, pool, combined, None)
@@ -486,23 +487,24 @@ class SemanticRecall:
         pool: int,
         where: Node | None,
         threshold: float | None,
-    ) -> Steps[list[QueryResult]]:
-        """Each message's best vector in this index over the query's chunks, best first."""
+    ) -> Steps[dict[str, QueryResult]]:
+        """Each message's best vector in this index over the query's chunks, by message
+        id, best first."""
         best: dict[str, QueryResult] = {}
         for vector in vectors:
             results = yield from call(
                 VectorStore.query, name, vector, pool, filter=where, min_score=threshold
             )
             for r in results:
-                message_id = _message_of(r)
+                message_id = str(r.metadata["message_id"])
                 if message_id not in best or r.score > best[message_id].score:
                     best[message_id] = r
-        return sorted(best.values(), key=lambda r: (-r.score, _message_of(r)))
+        return dict(sorted(best.items(), key=lambda hit: (-hit[1].score, hit[0])))
 
     def _fuse(
         self,
-        dense: list[QueryResult],
-        context: list[QueryResult],
+        dense: dict[str, QueryResult],
+        context: dict[str, QueryResult],
         query: str,
         thread_id: str | None,
         resource_id: str | None,
@@ -530,16 +532,20 @@ class SemanticRecall:
                 thread_id=in_thread,
                 limit=fusion.candidates,
             )
-        dense_scores = {_message_of(r): r.score for r in dense}
         if config.threshold is not None:  # only semantic hits are fused
-            words = [(i, score) for i, score in words if i in dense_scores]
-            context = [r for r in context if _message_of(r) in dense_scores]
-        threads = {_message_of(r): str(r.metadata["thread_id"]) for r in [*context, *dense]}
+            words = [(i, score) for i, score in words if i in dense]
+            context = {i: r for i, r in context.items() if i in dense}
+        threads = {i: str(r.metadata["thread_id"]) for i, r in [*context.items(), *dense.items()]}
 
         def in_scope(m: Message) -> bool:  # a credited message may have moved since
             return m.resource_id == resource_id and (in_thread is None or m.thread_id == in_thread)
 
-        credited = [str(r.metadata["previous_id"]) for r in context if "previous_id" in r.metadata]
+        before = {
+            i: str(r.metadata["previous_id"])
+            for i, r in context.items()
+            if "previous_id" in r.metadata
+        }
+        credited = list(before.values())
         unseen = [i for i in dict.fromkeys([*(i for i, _ in words), *credited]) if i not in threads]
         if config.filter_node is not None:  # ranks count the messages that pass it only
             found = yield from self._passing(unseen, config.filter_node)
@@ -554,38 +560,36 @@ class SemanticRecall:
         credit = fusion.weight * share * fusion.context_credit
         keyword = [(i, score) for i, score in words if i in candidates]
         scores: dict[str, float] = dict.fromkeys(candidates, 0.0)
-        for rank, r in enumerate(dense, start=1):
-            scores[_message_of(r)] += semantic / (fusion.rrf_k + rank)
-        for rank, r in enumerate(context, start=1):
-            scores[_message_of(r)] += contextual / (fusion.rrf_k + rank)
-            if (before := r.metadata.get("previous_id")) in candidates:
-                scores[str(before)] += credit / (fusion.rrf_k + rank)
+        for rank, i in enumerate(dense, start=1):
+            scores[i] += semantic / (fusion.rrf_k + rank)
+        for rank, i in enumerate(context, start=1):
+            scores[i] += contextual / (fusion.rrf_k + rank)
+            if (previous := before.get(i)) in candidates:
+                scores[previous] += credit / (fusion.rrf_k + rank)
         for rank, (i, _) in enumerate(keyword, start=1):
             scores[i] += (1 - fusion.weight) / (fusion.rrf_k + rank)
 
-        ranked = sorted(
-            (i for i, score in scores.items() if score > 0),
-            key=lambda i: (-scores[i], i),
-        )
+        ranked = [(-score, i) for i, score in scores.items() if score > 0]
         if config.threshold is not None:
-            ranked = [i for i in ranked if i in dense_scores]
+            ranked = [(score, i) for score, i in ranked if i in dense]
         top: list[str] = []
-        while ranked and len(top) < config.top_k:
-            head, ranked = ranked[: config.top_k - len(top)], ranked[config.top_k - len(top) :]
+        while ranked and len(top) < config.top_k:  # best first, by id on ties
+            head = [i for _, i in heapq.nsmallest(config.top_k - len(top), ranked)]
             if missing := [i for i in head if i not in threads]:
                 found = yield from call(Storage.get_messages, missing)
                 threads |= {m.id: m.thread_id for m in found if in_scope(m)}
             top += [i for i in head if i in threads]  # one deleted since drops out
-        context_scores = {_message_of(r): r.score for r in context}
+            taken = set(head) if missing else None  # without one missing, the top is full
+            ranked = [(score, i) for score, i in ranked if i not in taken] if taken else []
         keyword_scores = dict(keyword)
         return [
             Hit(
                 i,
                 threads[i],
                 scores[i],
-                dense_score=dense_scores.get(i),
+                dense_score=dense[i].score if i in dense else None,
                 keyword_score=keyword_scores.get(i),
-                context_score=context_scores.get(i),
+                context_score=context[i].score if i in context else None,
             )
             for i in top
         ]
@@ -730,10 +734,6 @@ def vector_metadata(message: Message, thread: Thread | None) -> dict[str, Any]:
         "role": message.role,
         "created_at": epoch_ms(message.created_at),
     }
-
-
-def _message_of(result: QueryResult) -> str:
-    return str(result.metadata["message_id"])
 
 
 def chunk_id(message_id: str, k: int, count: int) -> str:
