@@ -59,6 +59,11 @@ class _Connection:
         self.users = 1
 
 
+MMAP_SIZE = 256 * 2**20
+"""Bytes of the database file read through a memory map rather than read calls: a
+recall reads a hundred scattered rows (a hybrid recall's candidates) in a third of
+the time. Mapped pages are the operating system's file cache, shared by processes."""
+
 _OPEN: dict[tuple[str, str | None], _Connection] = {}
 """Connections to database files, shared by every store of the process that opens one,
 and kept open when the last of them closes (see `Database.close`)."""
@@ -147,6 +152,7 @@ class Database:
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             if self.location.path not in ("", ":memory:"):
                 conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute(f"PRAGMA mmap_size = {MMAP_SIZE}")
         except Exception as exc:
             raise BackendError(
                 f"libsql: cannot open {redact(url)}: {scrub(str(exc), url)}"
