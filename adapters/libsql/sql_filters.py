@@ -36,12 +36,12 @@ quote is followed by `:`, and a quote inside a string is escaped (`\\"`): a docu
 this misses has only plain keys."""
 
 
-def decode_documents(texts: list[str]) -> list[dict[str, Any]]:
-    """Metadata as stored, keys decoded. A query decodes up to top_k of these: they are
-    parsed as one JSON array, and walked only when some key holds an escape."""
-    array = f"[{','.join(texts)}]"
-    documents: list[dict[str, Any]] = json.loads(array)
-    if _ESCAPED_KEY.search(array):
+def decode_documents(joined: str) -> list[dict[str, Any]]:
+    """Stored metadata documents joined by commas (SQLite's `group_concat`), keys
+    decoded. A query decodes up to top_k of these: they are parsed as one JSON array,
+    and walked only when some key holds an escape."""
+    documents: list[dict[str, Any]] = json.loads(f"[{joined}]")
+    if _ESCAPED_KEY.search(joined):
         return [map_keys(document, decode_key) for document in documents]
     return documents
 

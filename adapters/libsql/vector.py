@@ -562,12 +562,15 @@ class LibSQLVectorStore(VectorStore):
     def _metadata(self, name: str, rowids: list[int]) -> dict[int, Metadata]:
         if not rowids:
             return {}
-        rows = self.db.query(
-            f"SELECT rowid, metadata FROM {table_name(name)} "
+        # one row: the rows' ids and their documents joined by SQLite, not a row each
+        ((found, documents),) = self.db.query(
+            f"SELECT json_group_array(rowid), group_concat(metadata) FROM {table_name(name)} "
             "WHERE rowid IN (SELECT value FROM json_each(?))",
             (json.dumps(rowids),),
         )
-        return dict(zip([r[0] for r in rows], decode_documents([r[1] for r in rows]), strict=True))
+        if documents is None:  # none of them is there any more
+            return {}
+        return dict(zip(json.loads(found), decode_documents(documents), strict=True))
 
     def _describe_index(self, name: str) -> IndexStats:
         entry = self._entry(name)
