@@ -75,12 +75,12 @@ class ResourceWords:
         self.keys: dict[tuple[int, int], int] = {}
         """(rowid, added) of each live document → its position."""
         self.ids: list[str] = []
-        self.rank = array("q")
+        self.rank = array("i")
         """Each position's place among all held ids, by id: how ties are broken."""
         self._by_id: list[str] = []
-        self.threads = array("q")
+        self.threads = array("i")
         self._thread_codes: dict[str, int] = {}
-        self.lengths = array("q")
+        self.lengths = array("i")
         self.alive = bytearray()
         self.documents = 0
         self.words = 0
@@ -98,16 +98,16 @@ class ResourceWords:
             for message_id in self.ids[start:]:
                 place = bisect.bisect_left(self._by_id, message_id)
                 self._by_id.insert(place, message_id)
-                ranks = np.frombuffer(self.rank, dtype=np.int64)
+                ranks = np.frombuffer(self.rank, dtype=np.intc)
                 ranks[ranks >= place] += 1
                 del ranks  # its buffer stops the array from growing
                 self.rank.append(place)
         else:  # a load: every id ranked afresh
             order = np.argsort(np.array(self.ids), kind="stable")
             self._by_id = [self.ids[p] for p in order.tolist()]
-            ranks = np.empty(len(order), dtype=np.int64)
+            ranks = np.empty(len(order), dtype=np.intc)
             ranks[order] = np.arange(len(order))
-            self.rank = array("q", ranks.tobytes())
+            self.rank = array("i", ranks.tobytes())
 
     def _add(self, key: tuple[int, int], message_id: str, thread_id: str, text: str) -> None:
         position = len(self.ids)
@@ -122,7 +122,7 @@ class ResourceWords:
         self.words += length
         self.held += length
         for term, count in counts.items():
-            positions, found = self.postings.setdefault(term, (array("q"), array("q")))
+            positions, found = self.postings.setdefault(term, (array("i"), array("i")))
             positions.append(position)
             found.append(count)
 
@@ -146,15 +146,15 @@ class ResourceWords:
         if not self.documents:
             return []
         alive = np.frombuffer(self.alive, dtype=np.bool_)
-        lengths = np.frombuffer(self.lengths, dtype=np.int64)
+        lengths = np.frombuffer(self.lengths, dtype=np.intc)
         mean = self.words / self.documents or 1.0
         found: list[npt.NDArray[Any]] = []
         weights: list[npt.NDArray[np.float64]] = []
         for term in terms:
             if term not in self.postings:
                 continue
-            positions = np.frombuffer(self.postings[term][0], dtype=np.int64)
-            counts = np.frombuffer(self.postings[term][1], dtype=np.int64)
+            positions = np.frombuffer(self.postings[term][0], dtype=np.intc)
+            counts = np.frombuffer(self.postings[term][1], dtype=np.intc)
             live = alive[positions]
             if not live.all():
                 positions, counts = positions[live], counts[live]
@@ -171,8 +171,8 @@ class ResourceWords:
         hits = np.flatnonzero(scores)
         if thread_id is not None:
             code = self._thread_codes.get(thread_id, -1)
-            hits = hits[np.frombuffer(self.threads, dtype=np.int64)[hits] == code]
-        rank = np.frombuffer(self.rank, dtype=np.int64)
+            hits = hits[np.frombuffer(self.threads, dtype=np.intc)[hits] == code]
+        rank = np.frombuffer(self.rank, dtype=np.intc)
         if len(hits) > limit:  # those above the limit-th score, and the first ids tied at it
             floor = np.partition(scores[hits], len(hits) - limit)[len(hits) - limit]
             above, tied = hits[scores[hits] > floor], hits[scores[hits] == floor]
