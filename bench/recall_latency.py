@@ -17,10 +17,10 @@ not recall). Each recall: history page
 (10), query embedding, vector search (top_k 4, resource scope), include
 windows (one neighbour each side). "Excluded": the query's embedding is
 already cached; "included": a new query text, embedded by the local model.
-`--hybrid` measures the same recalls again with hybrid recall (the keyword
-side from LibSQL's FTS5), and with contextual vectors too (`{"context": 1}`,
-random ones written beside the others), and prints the ratios to
-semantic-only.
+`--hybrid` measures the same recalls with hybrid recall too (the keyword
+side from LibSQL's word index), and with contextual vectors (`{"context": 1}`,
+random ones written beside the others), each probe recalled by every mode in
+turn, and prints the ratios to semantic-only.
 """
 
 from __future__ import annotations
@@ -210,33 +210,43 @@ def measure_at(
         for mode, hybrid_options in (("hybrid", True), ("hybrid, context 1", {"context": 1})):
             recall = {"top_k": 4, "hybrid": hybrid_options}
             modes.append((mode, {**options, "semantic_recall": recall}))
-    p50: dict[str, float] = {}
-    for mode, mode_options in modes:
-        with Memory(url, url, embedder, mode_options) as memory:
-            excluded, included = measure(memory, probes)
-        p50[mode] = statistics.median(excluded)
-        print(f"{mode}, embedding excluded  {percentiles(excluded)}")
-        print(f"{mode}, embedding included  {percentiles(included)}")
+    memories = {mode: Memory(url, url, embedder, mode_options) for mode, mode_options in modes}
+    excluded, included = measure(memories, probes)
+    for mode, memory in memories.items():
+        memory.close()
+        print(f"{mode}, embedding excluded  {percentiles(excluded[mode])}")
+        print(f"{mode}, embedding included  {percentiles(included[mode])}")
     for mode, _ in modes[1:]:
-        ratio = p50[mode] / p50["semantic"]
+        ratio = statistics.median(excluded[mode]) / statistics.median(excluded["semantic"])
         print(f"{mode} / semantic p50 (embedding excluded)  {ratio:.2f}x")
 
 
-def measure(memory: Memory, probes: list[tuple[str, str]]) -> tuple[list[float], list[float]]:
-    memory.recall(probes[0][0], vector_search_string=probes[0][1])  # loads the vector cache
-    assert memory.semantic is not None
-    memory.semantic.embedder.embed([q for _, q in probes])  # cache every query embedding
-    excluded = []
+Samples = dict[str, list[float]]
+
+
+def measure(memories: dict[str, Memory], probes: list[tuple[str, str]]) -> tuple[Samples, Samples]:
+    """Each probe recalled by every mode in turn, so that the machine's drift during a
+    run (this one's speed varies by up to twofold) weighs on every mode alike. Every probe
+    is recalled once before: these are warm figures; the first process's line above
+    is the cold one."""
+    for memory in memories.values():
+        assert memory.semantic is not None
+        memory.semantic.embedder.embed([q for _, q in probes])  # cache every query embedding
+        for thread, query in probes:  # warm: the vector cache, each resource's word index
+            memory.recall(thread, vector_search_string=query)
+    excluded: Samples = {mode: [] for mode in memories}
+    included: Samples = {mode: [] for mode in memories}
     for thread, query in probes:
-        start = time.perf_counter()
-        result = memory.recall(thread, vector_search_string=query)
-        excluded.append(time.perf_counter() - start)
-        assert result.hits
-    included = []
-    for n, (thread, query) in enumerate(probes):
-        start = time.perf_counter()
-        memory.recall(thread, vector_search_string=f"{query} (variant {n})")
-        included.append(time.perf_counter() - start)
+        for mode, memory in memories.items():
+            start = time.perf_counter()
+            result = memory.recall(thread, vector_search_string=query)
+            excluded[mode].append(time.perf_counter() - start)
+            assert result.hits
+    for n, (thread, query) in enumerate(probes):  # apart: the model's threads linger after it
+        for mode, memory in memories.items():
+            start = time.perf_counter()
+            memory.recall(thread, vector_search_string=f"{query} ({mode}, variant {n})")
+            included[mode].append(time.perf_counter() - start)
     return excluded, included
 
 
