@@ -136,13 +136,26 @@ def test_writes_by_another_process_are_seen(tmp_path: Path) -> None:
     assert_same(storage, url, ["a"])
 
 
+def test_the_first_search_is_fts5s_and_the_second_builds_the_copy(tmp_path: Path) -> None:
+    """A one-off call (a CLI's) pays for no copy of its resource."""
+    url = f"libsql:///{tmp_path / 'w.db'}"
+    storage = LibSQLStorage(url)
+    storage.save_thread(Thread(id="a", resource_id="r"))
+    storage.save_messages([message(i, "a", "lisbon hotel") for i in range(3)])
+    first = storage.search_words("hotel", resource_id="r")
+    assert "r" not in storage.words._resources
+    assert same(storage.search_words("hotel", resource_id="r"), first)
+    assert "r" in storage.words._resources
+
+
 def test_a_reused_rowid_is_not_taken_for_the_row_it_replaced(tmp_path: Path) -> None:
     """Deleting the newest message frees its rowid for the next one saved."""
     url = f"libsql:///{tmp_path / 'w.db'}"
     reader, writer = LibSQLStorage(url), LibSQLStorage(url)
     writer.save_thread(Thread(id="a", resource_id="r"))
     writer.save_messages([message(0, "a", "lisbon"), message(1, "a", "lisbon hotel")])
-    assert [i for i, _ in reader.search_words("hotel", resource_id="r")] == ["m1"]
+    for _ in range(2):  # copied on the second search
+        assert [i for i, _ in reader.search_words("hotel", resource_id="r")] == ["m1"]
     copy = reader.words._resources["r"]
     (before,) = writer.db.query("SELECT rowid FROM recallstack_messages WHERE id = 'm1'")
     writer.delete_messages(["m1"])
@@ -164,13 +177,13 @@ def test_a_budget_drops_the_least_recent_and_leaves_the_largest_to_fts5(tmp_path
             [message(n * 1000 + i, f"t{n}", text(rng), f"r{n}") for i in range(size)]
         )
     sizes = WordIndex(storage.db)
-    for resource in ("r0", "r1"):
+    for resource in ("r0", "r0", "r1", "r1"):  # a resource is copied on its second search
         sizes.search(["cat"], resource, None, 10)
     small, large = sorted(r.held for r in sizes._resources.values())
     storage.words = index = WordIndex(storage.db, budget=large + 1)  # one of r0, r1 at a time
     plain = fts5_only(url)
     for resource in ("r0", "r1", "r2", "r0"):
-        for query in QUERIES:
+        for query in [*QUERIES, *QUERIES]:
             found = storage.search_words(query, resource_id=resource, limit=500)
             assert same(found, plain.search_words(query, resource_id=resource, limit=500))
     assert small + large > large + 1
