@@ -107,11 +107,11 @@ class ResourceWords:
                 ranks[ranks >= place] += 1
                 del ranks  # its buffer stops the array from growing
                 self.rank.append(place)
-        else:  # a load: every id ranked afresh
-            order = np.argsort(np.array(self.ids), kind="stable")
-            self._by_id = [self.ids[p] for p in order.tolist()]
+        else:  # a load: every id ranked afresh, in Python's order of strings (SQLite's)
+            order = sorted(range(len(self.ids)), key=self.ids.__getitem__)
+            self._by_id = [self.ids[p] for p in order]
             ranks = np.empty(len(order), dtype=np.intc)
-            ranks[order] = np.arange(len(order))
+            ranks[order] = np.arange(len(order), dtype=np.intc)
             self.rank = array("i", ranks.tobytes())
 
     def _add(self, key: tuple[int, int], message_id: str, thread_id: str, text: str) -> None:
