@@ -160,8 +160,8 @@ class ResourceWords:
                 continue
             positions = np.frombuffer(self.postings[term][0], dtype=np.intc)
             counts = np.frombuffer(self.postings[term][1], dtype=np.intc)
-            live = alive[positions]
-            if not live.all():
+            if self.documents < len(self.ids):  # some dropped: skip theirs
+                live = alive[positions]
                 positions, counts = positions[live], counts[live]
             n = len(positions)
             if not n:
@@ -179,8 +179,9 @@ class ResourceWords:
             hits = hits[np.frombuffer(self.threads, dtype=np.intc)[hits] == code]
         rank = np.frombuffer(self.rank, dtype=np.intc)
         if len(hits) > limit:  # those above the limit-th score, and the first ids tied at it
-            floor = np.partition(scores[hits], len(hits) - limit)[len(hits) - limit]
-            above, tied = hits[scores[hits] > floor], hits[scores[hits] == floor]
+            at = scores[hits]
+            floor = np.partition(at, len(hits) - limit)[len(hits) - limit]
+            above, tied = hits[at > floor], hits[at == floor]
             need = limit - len(above)
             if len(tied) > need:
                 tied = tied[np.argpartition(rank[tied], need - 1)[:need]]
