@@ -123,7 +123,9 @@ def test_writes_by_another_process_are_seen(tmp_path: Path) -> None:
     storage = LibSQLStorage(url)
     storage.save_thread(Thread(id="a", resource_id="r"))
     storage.save_messages([message(i, "a", "lisbon hotel") for i in range(3)])
-    assert [i for i, _ in storage.search_words("porto", resource_id="r")] == []
+    for _ in range(2):  # copied on the second search
+        assert [i for i, _ in storage.search_words("porto", resource_id="r")] == []
+    assert "r" in storage.words._resources
     script = f"""
         from recallstack.adapters.libsql.storage import LibSQLStorage
         from recallstack.core.messages import Message

@@ -168,6 +168,18 @@ class Database:
             self._autocommit()
             return rows
 
+    def changes(self) -> tuple[int, int] | None:
+        """A stamp that moves whenever the file changes: SQLite's `data_version`
+        (commits by other connections) and this connection's `total_changes()` (its
+        own writes, every store of the process sharing it). None for a remote
+        database: its replica syncs outside SQLite's view."""
+        if self.location.remote is not None:
+            return None
+        ((version, changes),) = self.query(
+            "SELECT (SELECT data_version FROM pragma_data_version), total_changes()"
+        )
+        return version, changes
+
     def _autocommit(self) -> None:
         """Outside `transaction()`, every statement commits on its own."""
         if self._conn.in_transaction and not self._shared.in_tx:

@@ -6,8 +6,9 @@ there costs about a millisecond per thousand messages that hold it: a search
 over one resource of 10,000 messages took ~10 ms. Here a resource's postings
 are arrays, scored with numpy in a fraction of that.
 
-Every search first reads, in one statement (one consistent snapshot), the
-resource's counters (`documents`, `added`, `removed`) and the documents added
+Every search first reads the file's change stamp (`Database.changes()`); when
+it moved since the copy's last refresh, one statement (one consistent
+snapshot) reads the resource's counters (`documents`, `added`, `removed`) and the documents added
 since the copy's `added`. When `removed` moved, the same statement lists the
 resource's documents, and those gone are dropped. A document is known by its
 (rowid, added) pair, so a reused rowid is never taken for the row it replaced.
@@ -77,6 +78,9 @@ class ResourceWords:
     def __init__(self) -> None:
         self.added = -1
         self.removed = -1
+        self.stamp: tuple[int, int] | None = None
+        """The file's `Database.changes()` before the last refresh: unmoved, no
+        refresh is needed."""
         self.keys: dict[tuple[int, int], int] = {}
         """(rowid, added) of each live document → its position."""
         self.ids: list[str] = []
@@ -216,9 +220,14 @@ class WordIndex:
                 return None
             cached = self._resources.pop(resource_id, None)
             self._held -= cached.held if cached else 0
-            current = self._refresh(resource_id, cached or ResourceWords())
+            stamp = self.db.changes()  # read before the refresh: a write after it moves it
+            if cached is not None and stamp is not None and cached.stamp == stamp:
+                current: ResourceWords | None = cached
+            else:
+                current = self._refresh(resource_id, cached or ResourceWords())
             if current is None:
                 return None
+            current.stamp = stamp
             self._resources[resource_id] = current
             self._held += current.held
             while self._held > self.budget:
