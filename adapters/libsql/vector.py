@@ -519,12 +519,10 @@ class LibSQLVectorStore(VectorStore):
             chosen = list(zip(positions[at].tolist(), scores[at].tolist(), strict=True))
         rowids = np.asarray(snap.rowids[[p for p, _ in chosen]]).tolist()
         metadata = self._metadata(name, rowids)
+        ids, matrix = snap.ids, snap.matrix
         return [
             trusted_hit(
-                snap.ids[p],
-                s,
-                metadata.get(rowid, {}),
-                snap.matrix[p].tolist() if include_vector else None,
+                ids[p], s, metadata.get(rowid, {}), matrix[p].tolist() if include_vector else None
             )
             for (p, s), rowid in zip(chosen, rowids, strict=True)
         ]
