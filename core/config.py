@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from recallstack.core.filters import Node, parse_filter
-from recallstack.core.model import Model
+from recallstack.core.model import Integer, Model
 from recallstack.core.vectors import IndexConfig
 
 
@@ -19,8 +19,8 @@ class MessageRange(Model):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    before: int = Field(default=1, ge=0)
-    after: int = Field(default=1, ge=0)
+    before: Integer = Field(default=1, ge=0)
+    after: Integer = Field(default=1, ge=0)
 
 
 @dataclass(frozen=True)
@@ -48,16 +48,16 @@ class HybridConfig(Model):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    context: int = Field(default=0, ge=0, le=8)
+    context: Integer = Field(default=0, ge=0, le=8)
     """Messages before each message in its thread that are embedded with it into a
     second, contextual vector (0: none). Its own index, so turning it on never mixes
     vectors of two kinds; `Memory.reindex()` fills it for messages saved before."""
     weight: float | None = Field(default=None, ge=0, le=1)
     """The semantic signals' share of the fused score; the keyword signal has the rest."""
-    rrf_k: int | None = Field(default=None, gt=0)
+    rrf_k: Integer | None = Field(default=None, gt=0)
     """Reciprocal rank fusion's constant: a hit ranked r adds its weight / (rrf_k + r).
     Small, so the first few hits of each signal lead."""
-    candidates: int | None = Field(default=None, gt=0, le=10_000)
+    candidates: Integer | None = Field(default=None, gt=0, le=10_000)
     """How many hits each signal contributes before fusion."""
     context_share: float | None = Field(default=None, ge=0, le=1)
     """With `context`: the contextual vectors' part of the semantic share; the
@@ -79,14 +79,14 @@ class SemanticRecallConfig(Model):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    top_k: int = Field(default=4, gt=0)
+    top_k: Integer = Field(default=4, gt=0)
     message_range: MessageRange = MessageRange()
     scope: Literal["thread", "resource"] = "resource"
     threshold: float | None = None
     filter: dict[str, Any] | None = None
     index_name: str | None = Field(default=None, min_length=1)
     index_config: IndexConfig = IndexConfig()
-    chunk_overlap: int = Field(default=32, ge=0)
+    chunk_overlap: Integer = Field(default=32, ge=0)
     """Tokens consecutive chunks of a long message share (at most half a chunk)."""
     hybrid: HybridConfig | Literal[False] = False
     """Fuse a keyword signal (BM25, from storage) with the semantic one, and optionally

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Self
+from typing import Annotated, Any, Self
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, BeforeValidator, ValidationError
 
 from recallstack.core.errors import InvalidInputError
 
@@ -55,3 +55,13 @@ class Model(BaseModel):
     def model_validate_json(cls, json_data: Any, **options: Any) -> Self:
         with input_errors(cls.__name__):
             return super().model_validate_json(json_data, **options)
+
+
+def _not_a_bool(value: Any) -> Any:
+    if isinstance(value, bool):  # pydantic would take True for 1
+        raise ValueError("must be an integer, not a bool")
+    return value
+
+
+Integer = Annotated[int, BeforeValidator(_not_a_bool)]
+"""An int option: `top_k=True` is a mistake, not 1."""

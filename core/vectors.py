@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from recallstack.core.model import Model
+from recallstack.core.model import Integer, Model
 
 Metric = Literal["cosine", "euclidean", "dotproduct"]
 IndexType = Literal["hnsw", "ivfflat", "flat", "diskann"]
@@ -20,9 +20,9 @@ class IndexConfig(Model):
 
     type: IndexType | None = None
     metric: Metric = "cosine"
-    m: int = Field(default=16, gt=0)
-    ef_construction: int = Field(default=64, gt=0)
-    lists: int = Field(default=100, gt=0)
+    m: Integer = Field(default=16, gt=0)
+    ef_construction: Integer = Field(default=64, gt=0)
+    lists: Integer = Field(default=100, gt=0)
 
 
 class IndexStats(BaseModel):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -154,6 +155,24 @@ def test_message_range_forms() -> None:
 def test_bad_recall_config(kwargs: dict[str, object]) -> None:
     with pytest.raises(InvalidInputError, match="SemanticRecallConfig"):
         SemanticRecallConfig(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"top_k": True}, "SemanticRecallConfig.top_k"),
+        ({"chunk_overlap": False}, "SemanticRecallConfig.chunk_overlap"),
+        ({"message_range": {"before": True}}, "MessageRange.before"),
+        ({"hybrid": {"context": True}}, "HybridConfig.context"),
+        ({"hybrid": {"candidates": True}}, "HybridConfig.candidates"),
+        ({"hybrid": {"rrf_k": True}}, "HybridConfig.rrf_k"),
+        ({"index_config": {"m": True}}, "IndexConfig.m"),
+    ],
+)
+def test_a_bool_is_no_count(options: dict[str, Any], field: str) -> None:
+    """pydantic takes True for 1; an option that counts refuses it and names itself."""
+    with pytest.raises(InvalidInputError, match=rf"{field}: must be an integer, not a bool"):
+        SemanticRecallConfig(**options)
 
 
 def test_recall_filter_is_checked_up_front() -> None:
