@@ -190,6 +190,10 @@ def test_a_budget_drops_the_least_recent_and_leaves_the_largest_to_fts5(tmp_path
             assert same(found, plain.search_words(query, resource_id=resource, limit=500))
     assert small + large > large + 1
     assert list(index._resources) == ["r0"]  # r1 dropped for it; r2 never fits
+    read = index._read
+    index._read = lambda *args: pytest.fail("r2's texts read though it cannot be held")  # type: ignore[method-assign]
+    storage.search_words("lisbon", resource_id="r2")
+    index._read = read  # type: ignore[method-assign]
 
 
 def test_writers_and_searchers_at_once(tmp_path: Path) -> None:

@@ -237,6 +237,8 @@ class WordIndex:
     def _refresh(self, resource_id: str, cached: ResourceWords) -> ResourceWords | None:
         """The cached copy brought up to date, a fresh one, or None when too large."""
         fresh = cached.added == -1
+        if fresh and self._too_large(resource_id):  # before its every text is read
+            return None
         rows = self._read(resource_id, cached.added, listing=False)
         counters = next((r for r in rows if r[0] == 0), None)
         if counters is None:
@@ -256,6 +258,10 @@ class WordIndex:
                 return cached
             return self._refresh(resource_id, ResourceWords())
         return cached
+
+    def _too_large(self, resource_id: str) -> bool:
+        rows = self.db.query(f"SELECT words FROM {STATS} WHERE resource_id = ?", (resource_id,))
+        return bool(rows) and rows[0][0] > self.budget
 
     def _read(self, resource_id: str, since: int, listing: bool) -> list[tuple[Any, ...]]:
         return self.db.query(_READ, (resource_id, resource_id, listing, resource_id, since))
