@@ -243,13 +243,14 @@ class WordIndex:
         counters = next((r for r in rows if r[0] == 0), None)
         if counters is None:
             return ResourceWords()
-        if counters[4] != cached.removed:
+        dropping = not fresh and counters[4] != cached.removed
+        if dropping:  # read again, with the keys of the documents still there
             rows = self._read(resource_id, cached.added, listing=True)
             counters = next((r for r in rows if r[0] == 0), counters)
         _, documents, total_words, added, removed = counters[:5]
         if total_words > self.budget:
             return None
-        if removed != cached.removed:
+        if dropping:
             cached.keep_only({(r[1], r[2]) for r in rows if r[0] == 1})
         cached.add([((r[1], r[2]), r[5], r[6], r[7]) for r in rows if r[0] == 2])
         cached.added, cached.removed = added, removed
