@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from recallstack.adapters.key_encoding import decode_key, encode_key
 from recallstack.adapters.libsql.database import Database, Location, parse_url
 from recallstack.adapters.libsql.sql_filters import decode_documents, encode_document
-from recallstack.adapters.libsql.storage import LENGTHS, MIGRATIONS, LibSQLStorage
+from recallstack.adapters.libsql.storage import LENGTHS, MIGRATIONS, STATS, LibSQLStorage
 from recallstack.adapters.libsql.vector import LibSQLVectorStore
 from recallstack.adapters.memory.storage import InMemoryStorage
 from recallstack.adapters.table_names import table_name
@@ -167,10 +167,8 @@ def test_keyword_search_covers_messages_saved_before_it_existed(tmp_path: Path) 
     assert [i for i, _ in storage.search_words("Lisbon hotel", resource_id="r")] == ["a", "c"]
 
 
-def test_word_lengths_are_filled_in_for_a_store_of_schema_version_4(tmp_path: Path) -> None:
-    """Version 4 kept each message's word count only in FTS5's column; version 5 copies
-    them to a plain table, which keyword search reads: the same scores."""
-    url = f"libsql:///{tmp_path / 'v4.db'}"
+def store_at_version(url: str, version: int) -> Database:
+    """A store of three messages in thread 't' of resource 'r', at a schema version."""
     old = Database(url)
     old.migrate("storage", MIGRATIONS[:3])
     old.query("INSERT INTO recallstack_threads VALUES ('t', 'r', NULL, '{}', 0, 0)")
@@ -180,7 +178,15 @@ def test_word_lengths_are_filled_in_for_a_store_of_schema_version_4(tmp_path: Pa
             "INSERT INTO recallstack_messages VALUES (?, 't', 'r', 'user', ?, 0, NULL)",
             (f"m{n}", json.dumps(text)),
         )
-    old.migrate("storage", MIGRATIONS[:4])
+    old.migrate("storage", MIGRATIONS[:version])
+    return old
+
+
+def test_word_lengths_are_filled_in_for_a_store_of_schema_version_4(tmp_path: Path) -> None:
+    """Version 4 kept each message's word count only in FTS5's column; version 5 copies
+    them to a plain table, which keyword search reads: the same scores."""
+    url = f"libsql:///{tmp_path / 'v4.db'}"
+    old = store_at_version(url, 4)
     old.query(f"DROP TABLE {LENGTHS}")  # as version 4 left it
     old.close()
     storage = LibSQLStorage(url)
@@ -190,6 +196,27 @@ def test_word_lengths_are_filled_in_for_a_store_of_schema_version_4(tmp_path: Pa
     reference.save_messages(storage.get_messages(["m0", "m1", "m2"]))
     assert found == reference.search_words("Lisbon hotel", resource_id="r")
     assert [i for i, _ in found] == ["m0", "m2", "m1"]
+
+
+def test_a_store_of_schema_version_5_gains_the_word_index_counters(tmp_path: Path) -> None:
+    """Version 5 had no `added`/`removed` counters nor a resource per length row;
+    version 6 adds them, and the in-process word index reads them."""
+    url = f"libsql:///{tmp_path / 'v5.db'}"
+    old = store_at_version(url, 5)
+    old.query(f"DROP INDEX {LENGTHS}_resource")  # as version 5 left them
+    for table, column in ((LENGTHS, "resource_id"), (LENGTHS, "added")):
+        old.query(f"ALTER TABLE {table} DROP COLUMN {column}")
+    for column in ("added", "removed"):
+        old.query(f"ALTER TABLE {STATS} DROP COLUMN {column}")
+    old.close()
+    storage = LibSQLStorage(url)
+    for _ in range(2):  # FTS5's answer, then the copy's
+        found = [i for i, _ in storage.search_words("Lisbon hotel", resource_id="r")]
+        assert found == ["m0", "m2", "m1"]
+    storage.save_messages(
+        [Message(id="m9", thread_id="t", role="user", content="Lisbon Lisbon hotel")]
+    )
+    assert storage.search_words("Lisbon hotel", resource_id="r")[0][0] == "m9"
 
 
 def test_a_newer_schema_is_refused_and_left_untouched(tmp_path: Path) -> None:

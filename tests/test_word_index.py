@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from recallstack.adapters.libsql.database import Database
-from recallstack.adapters.libsql.storage import LENGTHS, MIGRATIONS, STATS, LibSQLStorage
+from recallstack.adapters.libsql.storage import LibSQLStorage
 from recallstack.adapters.libsql.word_index import WordIndex
 from recallstack.adapters.memory.storage import InMemoryStorage
 from recallstack.core.messages import Message
@@ -237,31 +236,3 @@ def test_writers_and_searchers_at_once(tmp_path: Path) -> None:
     for query in QUERIES:
         found = storage.search_words(query, resource_id="r", limit=1000)
         assert same(found, plain.search_words(query, resource_id="r", limit=1000))
-
-
-def test_a_store_of_schema_version_5_gains_the_counters(tmp_path: Path) -> None:
-    """Version 5 had no `added`/`removed` counters nor a resource per length row."""
-    url = f"libsql:///{tmp_path / 'v5.db'}"
-    old = Database(url)
-    old.migrate("storage", MIGRATIONS[:3])
-    old.query("INSERT INTO recallstack_threads VALUES ('t', 'r', NULL, '{}', 0, 0)")
-    texts = ["Lisbon hotel by the river", "a hotel in Porto, a long stay by the sea", "Lisbon"]
-    for n, body in enumerate(texts):
-        old.query(
-            "INSERT INTO recallstack_messages VALUES (?, 't', 'r', 'user', ?, 0, NULL)",
-            (f"m{n}", f'"{body}"'),
-        )
-    old.migrate("storage", MIGRATIONS[:5])
-    old.query(f"DROP INDEX {LENGTHS}_resource")  # as version 5 left them
-    for table, column in ((LENGTHS, "resource_id"), (LENGTHS, "added"), (STATS, "added")):
-        old.query(f"ALTER TABLE {table} DROP COLUMN {column}")
-    old.query(f"ALTER TABLE {STATS} DROP COLUMN removed")
-    old.close()
-    storage = LibSQLStorage(url)
-    assert [i for i, _ in storage.search_words("Lisbon hotel", resource_id="r")] == [
-        "m0",
-        "m2",
-        "m1",
-    ]
-    storage.save_messages([message(9, "t", "Lisbon Lisbon")])
-    assert_same(storage, url, ["t"])
