@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -344,6 +345,31 @@ def test_stores_of_one_file_share_one_connection(tmp_path: Path) -> None:
     assert again.db._shared is vector.db._shared  # kept open for the next store
     assert again.list_threads("nobody").total == 0  # and it works
     again.close()
+
+
+def test_threads_opening_a_new_file_at_once_share_one_connection(tmp_path: Path) -> None:
+    """The file is looked at under the lock: a thread that saw no file yet must not
+    open a second connection to the file another thread has just created (it did in
+    about one try in three; CI then failed a migration with 'database is locked')."""
+
+    def open_at_once(url: str) -> list[Database]:
+        start = threading.Barrier(8)
+        opened: list[Database] = []
+
+        def open_it() -> None:
+            start.wait()
+            opened.append(Database(url))
+
+        workers = [threading.Thread(target=open_it) for _ in range(8)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        return opened
+
+    for attempt in range(20):
+        opened = open_at_once(f"libsql:///{tmp_path / f'new{attempt}.db'}")
+        assert len({id(db._shared) for db in opened}) == 1
 
 
 def test_a_new_file_at_the_same_path_gets_a_new_connection(tmp_path: Path) -> None:

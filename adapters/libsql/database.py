@@ -117,8 +117,8 @@ class Database:
             replica and str(Path(replica).resolve()),
         )
         self._key = None if self.location.path == ":memory:" else key
-        file = _file(self.location.path) if self.location.remote is None else None
-        with _OPEN_LOCK:
+        with _OPEN_LOCK:  # the file looked at under the lock: another thread may create it
+            file = _file(self.location.path) if self.location.remote is None else None
             shared = _OPEN.get(key) if self._key else None
             if shared is not None and shared.file == file:
                 shared.users += 1
