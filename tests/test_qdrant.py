@@ -296,3 +296,60 @@ def test_async_memory_awaits_the_asyncio_client() -> None:
         registry().vector_store("qdrant+local:///tmp/x", asyncio_local=True)
     with pytest.raises(AssertionError, match="query_points"):  # the probe is live
         Refusing(driver._blocking).query_points()
+
+
+LOCAL_FILTERS = [
+    # (filter, the top_k for which the engine filters: reading unfiltered would
+    # take more than a quarter of the 2,000 points)
+    ({"resource_id": "half"}, ()),
+    ({"resource_id": "fifth"}, (300,)),
+    (
+        {"resource_id": "fifth", "n": {"$nin": [3, 4]}, "$or": [{"n": {"$lt": 6}}, {"x": None}]},
+        (300,),
+    ),
+    ({"resource_id": "rare"}, (1, 10, 300)),  # 5 points
+    ({"resource_id": "absent"}, (1, 10, 300)),
+]
+
+
+@pytest.mark.parametrize(("filter", "engine_filters"), LOCAL_FILTERS)
+@pytest.mark.parametrize("top_k", [1, 10, 300])
+def test_local_mode_filters_the_nearest_points_itself(
+    filter: dict[str, Any],
+    engine_filters: tuple[int, ...],
+    top_k: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The local mode tests a filter against every point in Python, so the store reads
+    the nearest points unfiltered and filters them itself; the answers are the
+    reference's, ties included, and the engine filters only for rare matches."""
+    from qdrant_client.local.local_collection import LocalCollection
+
+    from recallstack.adapters.memory.vector import InMemoryVectorStore
+
+    rng = np.random.default_rng(7)
+    vectors = rng.normal(size=(2_000, 8)).astype(np.float32)
+    vectors[1::7] = vectors[::7][: len(vectors[1::7])]  # ties: one point in 7 is a copy
+    kinds = ["half", "fifth", "half", "other", "half", "other", "half", "fifth", "other", "x"]
+    metadata: list[dict[str, Any]] = [
+        {"resource_id": "rare" if i % 400 == 3 else kinds[i % 10], "n": i % 9}
+        for i in range(len(vectors))
+    ]
+    ids = [f"p{i:04d}" for i in range(len(vectors))]
+    reference, local = InMemoryVectorStore(), registry().vector_store("qdrant+local://:memory:")
+    for store in (reference, local):
+        store.create_index("i", 8)
+        store.upsert("i", ids, vectors, metadata)
+    filtered: list[Any] = []
+    mask = LocalCollection._payload_and_non_deleted_mask
+    monkeypatch.setattr(
+        LocalCollection,
+        "_payload_and_non_deleted_mask",
+        lambda self, flt, **kw: filtered.append(flt) or mask(self, flt, **kw),
+    )
+    for query in vectors[:5]:
+        want = reference.query("i", query, top_k, filter=filter)
+        got = local.query("i", query, top_k, filter=filter)
+        assert [h.id for h in got] == [h.id for h in want]
+        assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-5)
+    assert any(f is not None for f in filtered) == (top_k in engine_filters)

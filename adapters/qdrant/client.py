@@ -71,6 +71,8 @@ class ClientDriver:
         self.asyncio_driver = not local or asyncio_local
         """Whether `AsyncMemory` awaits `AsyncQdrantClient` (servers) rather than calling
         this driver in a worker thread (the local mode: its work is Python in process)."""
+        self.filters_each_point = local
+        """The local mode tests a filter against every point, in Python."""
         self._url, self._options = url, options
         # the local mode is a plain Python object, not safe across threads; servers are
         self._serial: Any = threading.RLock() if local else None
@@ -202,7 +204,8 @@ class ClientDriver:
             limit=limit,
             with_payload=True,
             with_vectors=with_vector,
-            search_params=self.m.SearchParams(exact=exact),
+            # the local mode is always exact, and warns when asked to be
+            search_params=None if self.filters_each_point else self.m.SearchParams(exact=exact),
         ).points
         return [(h.payload or {}, float(h.score), h.vector if with_vector else None) for h in hits]
 

@@ -50,6 +50,8 @@ def _version(stat: os.stat_result) -> tuple[int, int, int]:
 class EdgeDriver:
     asyncio_driver = False
     """Qdrant's engine in process: CPU work, done in a worker thread under `AsyncMemory`."""
+    filters_each_point = False
+    """Edge filters through its payload indexes."""
 
     def __init__(self, url: str, search_threads: int | None = 1) -> None:
         import qdrant_edge as q

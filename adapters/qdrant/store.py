@@ -17,7 +17,7 @@ from recallstack.adapters.qdrant import CAPABILITIES
 from recallstack.adapters.qdrant.filters import Dialect, compile_filter
 from recallstack.adapters.qdrant.payload import ID, decode, encode, length, point_id
 from recallstack.core.errors import IndexNotFoundError
-from recallstack.core.filters import Node
+from recallstack.core.filters import Node, matches
 from recallstack.core.metadata import Metadata
 from recallstack.core.scores import Matrix, past_ties, ranked
 from recallstack.core.vector_store import VectorBatch, VectorStore, wraps_driver_errors
@@ -32,6 +32,9 @@ class Driver(Protocol):
     dialect: Dialect
     asyncio_driver: bool
     """Whether its calls await an asyncio client under `AsyncMemory` (core/awaiting.py)."""
+    filters_each_point: bool
+    """Whether the engine tests a filter against every point in Python (the client's
+    local mode), so that a filtered search costs what the collection holds."""
 
     def indexes(self) -> dict[str, tuple[int, Metric]]: ...
     def shape(self, name: str) -> tuple[int, Metric] | None:
@@ -65,6 +68,8 @@ class Driver(Protocol):
 
 LOCAL_MODE_FILTER_VALUES = 1_000
 """The most values one `$in`/`$nin`/`$all` may list in qdrant-client's local mode."""
+NEAREST_FIRST = 100
+"""How many unfiltered nearest points a filtered search in the local mode reads first."""
 
 
 class QdrantVectorStore(VectorStore):
@@ -181,13 +186,14 @@ class QdrantVectorStore(VectorStore):
         metric = shape[1]
         compiled = None if filter is None else compile_filter(filter, self.driver.dialect)
         query = vector.tolist()
-        hits = past_ties(
-            lambda n: self.driver.search(
-                name, query, n, compiled, include_vector, self.search == "exact"
-            ),
-            top_k,
-            lambda hit: hit[1],
-        )
+        exact = self.search == "exact"
+
+        def search(n: int) -> list[tuple[dict[str, Any], float, list[float] | None]]:
+            if filter is not None and self.driver.filters_each_point:
+                return self._nearest_matching(name, query, n, filter, compiled, include_vector)
+            return self.driver.search(name, query, n, compiled, include_vector, exact)
+
+        hits = past_ties(search, top_k, lambda hit: hit[1])
         scored = []
         for payload, raw, stored in hits:
             id_, metadata = decode(payload)
@@ -197,3 +203,35 @@ class QdrantVectorStore(VectorStore):
                 stored = [x * size for x in stored]
             scored.append((score, id_, metadata, stored))
         return ranked(scored, top_k, min_score)
+
+    def _nearest_matching(
+        self,
+        name: str,
+        query: list[float],
+        n: int,
+        filter: Node,
+        compiled: Any,
+        include_vector: bool,
+    ) -> list[tuple[dict[str, Any], float, list[float] | None]]:
+        """The n nearest points matching `filter`, for an engine that tests a filter
+        against every point in Python (the client's local mode: ~8 µs a point, so 21 ms
+        at 2,760 points, while its unfiltered search is numpy).
+
+        The nearest points are read unfiltered and the filter is applied to them
+        here, with the reference semantics (`core.filters.matches`), which the
+        compiled filter equals. Points beyond those read score no higher than the
+        last one read, so the first n matches are the n nearest. When fewer match,
+        as many more are read as the share found suggests; when that share says more
+        than a quarter of the collection would be read, the engine filters instead.
+        """
+        fetch, total = max(4 * n, NEAREST_FIRST), None
+        while True:
+            hits = self.driver.search(name, query, fetch, None, include_vector, False)
+            kept = [hit for hit in hits if matches(filter, decode(hit[0])[1])]
+            if len(kept) >= n or len(hits) < fetch:
+                return kept[:n]
+            total = self.driver.count(name) if total is None else total
+            wanted = 2 * fetch * n // len(kept) if kept else total
+            if wanted > total // 4:
+                return self.driver.search(name, query, n, compiled, include_vector, False)
+            fetch = wanted
