@@ -475,8 +475,9 @@ class LibSQLStorage(Storage):
     def _search_words(
         self, terms: list[str], resource_id: str, thread_id: str | None, limit: int
     ) -> list[tuple[str, float]]:
-        """From the resource's cached postings (`word_index.py`); a resource too large to
-        cache is searched by FTS5 alone."""
+        """From the resource's cached postings (`word_index.py`); by FTS5 alone on the
+        resource's first search in this store (the copy is built on the second) and when
+        the resource is too large to cache."""
         cached = self.words.search(terms, resource_id, thread_id, limit)
         if cached is not None:
             return cached
