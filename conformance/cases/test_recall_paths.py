@@ -14,6 +14,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import recallstack
 from recallstack.core.memory import Memory
 from recallstack.core.messages import Message
@@ -96,3 +98,38 @@ def test_one_recall_path_over_storage(memory_over_storage: Memory, ids: Any) -> 
     _agree(memory_over_storage, resource)
     for thread in [*DATA["threads"], DATA["today"]]:
         memory_over_storage.delete_thread(f"{resource}-{thread['id']}")
+
+
+HYBRID: dict[str, Any] = {"semantic_recall": {"top_k": 8, "hybrid": {"context": 1}}}
+
+
+def test_hybrid_recall_with_context_agrees_with_the_reference(
+    opened_storage: Any, ids: Any, memory_api: Any
+) -> None:
+    """Hybrid recall with contextual vectors reads the storage's keyword search and its
+    messages before each saved one: over the demo conversation, every question finds
+    the reference storage's hits, in its order, with its fused and per-signal scores."""
+    from recallstack.adapters.memory.storage import InMemoryStorage
+    from recallstack.adapters.memory.vector import InMemoryVectorStore
+    from recallstack.embedders.hashing import HashEmbedder
+
+    resource = ids("hybrid")
+    memory = memory_api(opened_storage, InMemoryVectorStore(), HashEmbedder(32), HYBRID)
+    reference = memory_api(InMemoryStorage(), InMemoryVectorStore(), HashEmbedder(32), HYBRID)
+    for each in (memory, reference):
+        _seed(each, resource)
+    signals: set[str] = set()
+    for query in DATA["queries"]:
+        got, want = (each.search(resource, query["text"]) for each in (memory, reference))
+        assert [h.message.id for h in got] == [h.message.id for h in want], query["text"]
+        for g, w in zip(got, want, strict=True):
+            for score in ("score", "dense_score", "keyword_score", "context_score"):
+                expected, actual = getattr(w, score), getattr(g, score)
+                if expected is None:
+                    assert actual is None, (query["text"], score)
+                else:
+                    assert actual == pytest.approx(expected, abs=1e-6), (query["text"], score)
+                    signals.add(score)
+    assert signals == {"score", "dense_score", "keyword_score", "context_score"}
+    for thread in [*DATA["threads"], DATA["today"]]:
+        opened_storage.delete_thread(f"{resource}-{thread['id']}")
