@@ -301,8 +301,9 @@ def test_async_memory_awaits_the_asyncio_client() -> None:
 LOCAL_FILTERS = [
     # (filter, the top_k for which the engine filters: reading unfiltered would
     # take more than a quarter of the 2,000 points)
-    ({"resource_id": "half"}, ()),
+    ({"resource_id": "half"}, (300,)),
     ({"resource_id": "fifth"}, (300,)),
+    ({"resource_id": "x"}, (300,)),  # a tenth: top_k 10 reads a second, wider page
     (
         {"resource_id": "fifth", "n": {"$nin": [3, 4]}, "$or": [{"n": {"$lt": 6}}, {"x": None}]},
         (300,),
@@ -347,9 +348,20 @@ def test_local_mode_filters_the_nearest_points_itself(
         "_payload_and_non_deleted_mask",
         lambda self, flt, **kw: filtered.append(flt) or mask(self, flt, **kw),
     )
+    unfiltered_reads: list[int] = []
+    search = local.driver.search  # type: ignore[attr-defined]
+
+    def counted(name: str, query: Any, limit: int, flt: Any, *rest: Any) -> Any:
+        if flt is None:
+            unfiltered_reads.append(limit)
+        return search(name, query, limit, flt, *rest)
+
+    monkeypatch.setattr(local.driver, "search", counted)  # type: ignore[attr-defined]
     for query in vectors[:5]:
         want = reference.query("i", query, top_k, filter=filter)
         got = local.query("i", query, top_k, filter=filter)
         assert [h.id for h in got] == [h.id for h in want]
         assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-5)
     assert any(f is not None for f in filtered) == (top_k in engine_filters)
+    if filter == {"resource_id": "x"} and top_k == 10:
+        assert len(unfiltered_reads) > 5  # some query widened its read

@@ -221,17 +221,17 @@ class QdrantVectorStore(VectorStore):
         here, with the reference semantics (`core.filters.matches`), which the
         compiled filter equals. Points beyond those read score no higher than the
         last one read, so the first n matches are the n nearest. When fewer match,
-        as many more are read as the share found suggests; when that share says more
-        than a quarter of the collection would be read, the engine filters instead.
+        as many more are read as the share found suggests. The engine filters
+        instead whenever that would read more than a quarter of the collection (a
+        rare scope, a large n): reading points unfiltered costs about what
+        filtering them does.
         """
-        fetch, total = max(4 * n, NEAREST_FIRST), None
-        while True:
+        total = self.driver.count(name)
+        fetch = max(4 * n, NEAREST_FIRST)
+        while fetch <= total // 4:
             hits = self.driver.search(name, query, fetch, None, include_vector, False)
             kept = [hit for hit in hits if matches(filter, decode(hit[0])[1])]
-            if len(kept) >= n or len(hits) < fetch:
+            if len(kept) >= n:
                 return kept[:n]
-            total = self.driver.count(name) if total is None else total
-            wanted = 2 * fetch * n // len(kept) if kept else total
-            if wanted > total // 4:
-                return self.driver.search(name, query, n, compiled, include_vector, False)
-            fetch = wanted
+            fetch = 2 * fetch * n // len(kept) if kept else total
+        return self.driver.search(name, query, n, compiled, include_vector, False)
