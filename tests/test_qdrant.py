@@ -301,20 +301,20 @@ def test_async_memory_awaits_the_asyncio_client() -> None:
 LOCAL_FILTERS = [
     # (filter, the top_k for which the engine filters: reading unfiltered would
     # take more than a quarter of the 2,000 points)
-    ({"resource_id": "half"}, (300,)),
-    ({"resource_id": "fifth"}, (300,)),
-    ({"resource_id": "x"}, (300,)),  # a tenth: top_k 10 reads a second, wider page
+    ({"resource_id": "half"}, (300, 1_000)),
+    ({"resource_id": "fifth"}, (300, 1_000)),
+    ({"resource_id": "x"}, (300, 1_000)),  # a tenth: top_k 10 reads a second, wider page
     (
         {"resource_id": "fifth", "n": {"$nin": [3, 4]}, "$or": [{"n": {"$lt": 6}}, {"x": None}]},
-        (300,),
+        (300, 1_000),
     ),
-    ({"resource_id": "rare"}, (1, 10, 300)),  # 5 points
-    ({"resource_id": "absent"}, (1, 10, 300)),
+    ({"resource_id": "rare"}, (1, 10, 300, 1_000)),  # 5 points
+    ({"resource_id": "absent"}, (1, 10, 300, 1_000)),
 ]
 
 
 @pytest.mark.parametrize(("filter", "engine_filters"), LOCAL_FILTERS)
-@pytest.mark.parametrize("top_k", [1, 10, 300])
+@pytest.mark.parametrize("top_k", [1, 10, 300, 1_000])
 def test_local_mode_filters_the_nearest_points_itself(
     filter: dict[str, Any],
     engine_filters: tuple[int, ...],
