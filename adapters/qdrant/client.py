@@ -158,7 +158,8 @@ class ClientDriver:
                     raise
                 # made meanwhile by another thread, task or process: theirs stands
             else:
-                for key in INDEXED_FIELDS if self._serial is None else ():  # local has none
+                # the local mode has no payload indexes: it tests every point
+                for key in () if self.filters_each_point else INDEXED_FIELDS:
                     self.client.create_payload_index(
                         collection, key, field_schema=m.PayloadSchemaType.KEYWORD
                     )

@@ -94,7 +94,7 @@ class QdrantVectorStore(VectorStore):
         self.asyncio_driver = self.driver.asyncio_driver
         self.search = search
         narrowed: dict[str, Any] = {"exact": search == "exact"}
-        if url.startswith("qdrant+local:"):
+        if self.driver.filters_each_point:
             # the local mode tests every alternative of every point in Python: a
             # numeric $in of 10,000 values over 1,200 points takes tens of seconds
             narrowed["max_filter_values"] = LOCAL_MODE_FILTER_VALUES
