@@ -64,6 +64,12 @@ def _seed(memory: Memory, resource: str) -> str:
     return today
 
 
+def _unseed(owner: Any, resource: str) -> None:
+    """Delete the threads `_seed` made, through a memory or a storage."""
+    for thread in [*DATA["threads"], DATA["today"]]:
+        owner.delete_thread(f"{resource}-{thread['id']}")
+
+
 def _agree(memory: Memory, resource: str) -> None:
     today = _seed(memory, resource)
     asked = datetime(2024, 6, 1, 9, 5, tzinfo=UTC)
@@ -96,8 +102,7 @@ def test_one_recall_path_over_the_vector_store(memory_over_vector: Memory) -> No
 def test_one_recall_path_over_storage(memory_over_storage: Memory, ids: Any) -> None:
     resource = ids("paths")
     _agree(memory_over_storage, resource)
-    for thread in [*DATA["threads"], DATA["today"]]:
-        memory_over_storage.delete_thread(f"{resource}-{thread['id']}")
+    _unseed(memory_over_storage, resource)
 
 
 HYBRID: dict[str, Any] = {"semantic_recall": {"top_k": 8, "hybrid": {"context": 1}}}
@@ -131,5 +136,4 @@ def test_hybrid_recall_with_context_agrees_with_the_reference(
                     assert actual == pytest.approx(expected, abs=1e-6), (query["text"], score)
                     signals.add(score)
     assert signals == {"score", "dense_score", "keyword_score", "context_score"}
-    for thread in [*DATA["threads"], DATA["today"]]:
-        opened_storage.delete_thread(f"{resource}-{thread['id']}")
+    _unseed(opened_storage, resource)
