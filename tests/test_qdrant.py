@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,101 @@ def test_edge_catalog_changes_made_elsewhere_are_seen(tmp_path: Path) -> None:
     assert first.list_indexes() == ["made-elsewhere"]
     with pytest.raises(DimensionMismatchError):
         first.create_index("made-elsewhere", 4)
+
+
+def test_local_mode_files_log_ahead_and_sync_every_commit(tmp_path: Path) -> None:
+    """The local mode commits each point alone, so its SQLite files are put in WAL mode
+    (one disk sync per commit instead of several), with `synchronous=FULL` (as durable):
+    the catalog's and every index's, made before or after opening, and across reopening."""
+    import sqlite3
+
+    url = f"qdrant+local:///{tmp_path / 'local'}"
+    store = registry().vector_store(url)
+    store.create_index("i", 2)
+    store.upsert("i", ["a"], [[1, 0]])
+    store.close()
+    store = registry().vector_store(url)
+    store.create_index("j", 2)  # made after opening
+    store.upsert("j", ["b"], [[0, 1]])
+    local = store.driver._blocking._client  # type: ignore[attr-defined]
+    connections = [c.storage.storage for c in local.collections.values()]
+    assert len(connections) == 3  # the catalog, i and j
+    for connection in connections:
+        assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert connection.execute("PRAGMA synchronous").fetchone() == (2,)  # FULL
+    store.close()
+    files = sorted((tmp_path / "local").rglob("storage.sqlite"))
+    assert len(files) == 3
+    for file in files:
+        with sqlite3.connect(file) as connection:  # the mode stays in the file
+            assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    store = registry().vector_store(url)
+    assert [h.id for h in store.query("i", [1, 0], 1)] == ["a"]
+    assert [h.id for h in store.query("j", [0, 1], 1)] == ["b"]
+    store.close()
+
+
+KILLED_SAVER = """
+import sys
+from recallstack import Memory, Message
+storage, vectors, run = sys.argv[1:]
+memory = Memory(storage, vectors, "hash/32", {"semantic_recall": {"top_k": 5}})
+for t in range(3):
+    if memory.get_thread(f"t{t}") is None:
+        memory.create_thread("ada", thread_id=f"t{t}")
+for i in range(10**6):
+    memory.save_messages(
+        [
+            Message(id=f"{run}-{i}-{k}", thread_id=f"t{i % 3}", role="user", content=f"save {i}")
+            for k in range(20)
+        ]
+    )
+    print(i, flush=True)
+"""
+
+
+def test_local_mode_saves_killed_at_any_instant_are_repaired_by_reindex(tmp_path: Path) -> None:
+    """Saves into a LibSQL file and a local-mode folder, killed (SIGKILL) at three
+    instants: every save reported done is stored, every message recorded as indexed
+    has its vector (the WAL files recovered on reopening), and reindex() indexes the
+    rest, one vector each."""
+    import random
+    import signal
+    import subprocess
+    import sys
+
+    from recallstack import Memory
+
+    storage = f"libsql:///{tmp_path / 'memory.db'}"
+    vectors = f"qdrant+local:///{tmp_path / 'local'}"
+    done: dict[str, int] = {}
+    for run, saves in (("a", 1), ("b", 3), ("c", 6)):
+        child = subprocess.Popen(
+            [sys.executable, "-c", KILLED_SAVER, storage, vectors, run],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert child.stdout is not None
+        for _ in range(saves):
+            child.stdout.readline()
+        time.sleep(random.uniform(0, 0.05))  # somewhere in a later save
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        done[run] = len(child.stdout.read().split()) + saves  # the saves reported done
+    with Memory(storage, vectors, "hash/32") as memory:
+        semantic, store = memory.semantic, memory.storage
+        assert semantic is not None
+        name = semantic.index_name()
+        ids = [f"{run}-{i}-{k}" for run, n in done.items() for i in range(n + 1) for k in range(20)]
+        stored = {m.id for m in store.get_messages(ids)}
+        assert stored >= {i for i in ids if int(i.split("-")[1]) < done[i[0]]}
+        unindexed = {m.id for m in store.unindexed(name, limit=10_000)}
+        for message_id in sorted(stored - unindexed):
+            hits = semantic.vector.query(name, [1.0] * 32, 1, filter={"message_id": message_id})
+            assert hits, f"{message_id} is recorded as indexed but has no vector"
+        assert memory.reindex().indexed == len(unindexed)
+        assert store.count_unindexed(name) == 0
+        assert semantic.vector.describe_index(name).count == len(stored)
 
 
 @pytest.mark.parametrize("url", ["qdrant+local://:memory:", "qdrant+edge:///{tmp}"])

@@ -98,6 +98,23 @@ class ClientDriver:
             self.client.create_collection(
                 CATALOG, vectors_config=models.VectorParams(size=1, distance=models.Distance.DOT)
             )
+        self._log_ahead()
+
+    def _log_ahead(self) -> None:
+        """Put the local mode's SQLite files (one per collection) in write-ahead-log mode.
+        The local mode commits every point in a transaction of its own: SQLite's default
+        rollback journal syncs the disk several times per commit, WAL once, and with
+        `synchronous=FULL` a commit is as durable (saves ran 1.2-1.3x faster,
+        `bench/peers.py`). The mode stays in the file; the connections are qdrant-client's
+        (`LocalCollection.storage`), since it takes no SQLite options."""
+        if not self.filters_each_point:
+            return
+        with self._serial:
+            for collection in self._blocking._client.collections.values():
+                if collection.storage is not None:  # None: `:memory:`
+                    connection = collection.storage.storage
+                    connection.execute("PRAGMA journal_mode=WAL")
+                    connection.execute("PRAGMA synchronous=FULL")
 
     @property
     def client(self) -> Any:
@@ -163,6 +180,7 @@ class ClientDriver:
                     self.client.create_payload_index(
                         collection, key, field_schema=m.PayloadSchemaType.KEYWORD
                     )
+                self._log_ahead()
         self.client.upsert(
             CATALOG,
             [
