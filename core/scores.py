@@ -53,7 +53,7 @@ def score(
     if norms is None:
         norms = row_norms(matrix)
     cosine: npt.NDArray[np.float64] = dots / (norms * float(np.linalg.norm(query)))
-    return cosine
+    return np.clip(cosine, -1.0, 1.0, out=cosine)  # rounding steps past ±1 (a vector with itself)
 
 
 def from_distance(distance: float, metric: Metric) -> float:

@@ -31,7 +31,14 @@ from recallstack.core.errors import (
 from recallstack.core.filters import Node, parse_filter
 from recallstack.core.metadata import Metadata, normalize_metadata
 from recallstack.core.scores import Matrix
-from recallstack.core.vectors import METRICS, IndexConfig, IndexStats, Metric, QueryResult
+from recallstack.core.vectors import (
+    METRICS,
+    IndexConfig,
+    IndexStats,
+    Metric,
+    QueryResult,
+    trusted_hit,
+)
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +167,10 @@ class VectorStore(ABC):
         node = self._filter(filter)
         dimension, metric = self._require(name)
         q = _validate_vector(vector, dimension, metric, f"query on index {name!r}")
-        return self._query(name, q, top_k, node, include_vector, min_score)
+        hits = self._query(name, q, top_k, node, include_vector, min_score)
+        if metric == "cosine":  # an engine's rounding can step past ±1 (a vector with itself)
+            hits = [h if -1.0 <= h.score <= 1.0 else _clamped(h) for h in hits]
+        return hits
 
     @wraps_driver_errors
     def describe_index(self, name: str) -> IndexStats:
@@ -285,6 +295,10 @@ class VectorStore(ABC):
 
     def close(self) -> None:
         """Release connections; the default has nothing to release."""
+
+
+def _clamped(hit: QueryResult) -> QueryResult:
+    return trusted_hit(hit.id, min(1.0, max(-1.0, hit.score)), hit.metadata, hit.vector)
 
 
 def _check_name(name: str) -> None:

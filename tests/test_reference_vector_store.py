@@ -16,8 +16,8 @@ from recallstack.core.errors import (
     IndexNotFoundError,
     InvalidInputError,
 )
-from recallstack.core.scores import past_ties
-from recallstack.core.vectors import IndexStats
+from recallstack.core.scores import past_ties, score
+from recallstack.core.vectors import IndexStats, QueryResult
 
 
 @pytest.fixture
@@ -95,6 +95,35 @@ def test_score_convention(metric: Any, expected: dict[str, float]) -> None:
     s.create_index("m", 2, metric=metric)
     s.upsert("m", ["p", "q", "r"], [[2, 0], [1, 1], [0, 1]])
     assert {r.id: r.score for r in s.query("m", [2, 0], 3)} == pytest.approx(expected)
+
+
+def test_a_cosine_never_passes_one() -> None:
+    """A unit vector's cosine with itself rounds above 1 in about a third of cases
+    (float32 products); scores stay in [-1, 1], so LangChain's relevance stays in [0, 1]."""
+    rows = np.random.default_rng(0).standard_normal((500, 384)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    for i, row in enumerate(rows):
+        scores = score(rows, row, "cosine")
+        assert scores[i] == 1.0 or 1.0 - 1e-6 < scores[i] < 1.0
+        assert score(rows, -row, "cosine")[i] >= -1.0
+
+
+def test_a_store_s_cosine_scores_are_held_to_one() -> None:
+    """Whatever an engine answers, a cosine index's scores reach callers within [-1, 1]."""
+
+    class Rounding(InMemoryVectorStore):
+        def _query(self, *args: Any) -> list[QueryResult]:
+            return [
+                h.model_copy(update={"score": h.score * 1.0000001}) for h in super()._query(*args)
+            ]
+
+    store = Rounding()
+    store.create_index("i", 2)
+    store.upsert("i", ["a", "b"], [[1, 0], [-1, 0]])
+    assert [(h.id, h.score) for h in store.query("i", [1, 0], 2)] == [("a", 1.0), ("b", -1.0)]
+    store.create_index("d", 2, metric="dotproduct")
+    store.upsert("d", ["a"], [[1, 0]])
+    assert store.query("d", [1, 0], 1)[0].score == 1.0000001
 
 
 def test_threshold_is_inclusive(store: InMemoryVectorStore) -> None:
