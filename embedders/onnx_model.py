@@ -245,10 +245,10 @@ def _least_cosine(plain: Path, fused: Path, vocabulary: int) -> float:
     ids = np.random.default_rng(0).integers(1000, vocabulary, (len(lengths), max(lengths)))
     mask = (np.arange(max(lengths)) < np.array(lengths)[:, None]).astype(np.int64)
     inputs = {"input_ids": ids * mask, "attention_mask": mask}
-    vectors = [
-        onnxruntime.InferenceSession(str(f), providers=["CPUExecutionProvider"]).run(None, inputs)[
-            0
-        ]
-        for f in (plain, fused)
-    ]
-    return float((vectors[0] * vectors[1]).sum(axis=1).min())
+
+    def vectors(file: Path) -> Matrix:
+        session = onnxruntime.InferenceSession(str(file), providers=["CPUExecutionProvider"])
+        result: Matrix = session.run(None, inputs)[0]
+        return result
+
+    return float((vectors(plain) * vectors(fused)).sum(axis=1).min())
