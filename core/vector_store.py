@@ -168,8 +168,10 @@ class VectorStore(ABC):
         dimension, metric = self._require(name)
         q = _validate_vector(vector, dimension, metric, f"query on index {name!r}")
         hits = self._query(name, q, top_k, node, include_vector, min_score)
-        if metric == "cosine":  # an engine's rounding can step past ±1 (a vector with itself)
-            hits = [h if -1.0 <= h.score <= 1.0 else _clamped(h) for h in hits]
+        if metric == "cosine" and any(not -1.0 <= h.score <= 1.0 for h in hits):
+            # an engine's rounding stepped past ±1 (a vector with itself): held to the
+            # range, the hits it makes tie are ordered by id, as every tie is
+            hits = sorted(map(_clamped, hits), key=lambda h: (-h.score, h.id))
         return hits
 
     @wraps_driver_errors
@@ -298,6 +300,8 @@ class VectorStore(ABC):
 
 
 def _clamped(hit: QueryResult) -> QueryResult:
+    if -1.0 <= hit.score <= 1.0:
+        return hit
     return trusted_hit(hit.id, min(1.0, max(-1.0, hit.score)), hit.metadata, hit.vector)
 
 

@@ -112,15 +112,24 @@ def test_a_store_s_cosine_scores_are_held_to_one() -> None:
     """Whatever an engine answers, a cosine index's scores reach callers within [-1, 1]."""
 
     class Rounding(InMemoryVectorStore):
+        """Rounds "b" a little further past ±1 than "a", so it comes first."""
+
         def _query(self, *args: Any) -> list[QueryResult]:
-            return [
-                h.model_copy(update={"score": h.score * 1.0000001}) for h in super()._query(*args)
+            rounded = [
+                h.model_copy(update={"score": h.score * (1.0000002 if "b" in h.id else 1.0000001)})
+                for h in super()._query(*args)
             ]
+            return sorted(rounded, key=lambda h: -h.score)
 
     store = Rounding()
     store.create_index("i", 2)
-    store.upsert("i", ["a", "b"], [[1, 0], [-1, 0]])
-    assert [(h.id, h.score) for h in store.query("i", [1, 0], 2)] == [("a", 1.0), ("b", -1.0)]
+    store.upsert("i", ["a", "b", "a-", "b-"], [[1, 0], [1, 0], [-1, 0], [-1, 0]])
+    assert [(h.id, h.score) for h in store.query("i", [1, 0], 4)] == [
+        ("a", 1.0),
+        ("b", 1.0),  # tied once held to 1: by id
+        ("a-", -1.0),
+        ("b-", -1.0),
+    ]
     store.create_index("d", 2, metric="dotproduct")
     store.upsert("d", ["a"], [[1, 0]])
     assert store.query("d", [1, 0], 1)[0].score == 1.0000001
