@@ -217,7 +217,9 @@ def _fuse(file: Path, config: Any) -> None:
         return
     import logging
 
-    logging.getLogger("onnxruntime.transformers").setLevel(logging.ERROR)  # fusion notes
+    notes = logging.getLogger("onnxruntime.transformers")  # the optimizer's, while it runs
+    level = notes.level
+    notes.setLevel(logging.ERROR)
     candidate = file.with_suffix(".fused")
     try:
         from onnxruntime.transformers.optimizer import optimize_model
@@ -234,6 +236,7 @@ def _fuse(file: Path, config: Any) -> None:
     except Exception:  # an optimizer that cannot read this graph: the plain one stands
         return
     finally:
+        notes.setLevel(level)
         candidate.unlink(missing_ok=True)
 
 
