@@ -4,6 +4,9 @@ Each conformance session installs only the core and one backend's extra, which
 proves the extras are independent, then writes its report to reports/. The
 `conformance` session merges them into docs/conformance.json and the README's
 backend table; on CI it fails instead when the committed table is stale.
+
+Sessions tagged `parallel` wait on engines more than on the CPU; `.ci/run` runs
+them two at a time (`.ci/sessions.py`), plain `nox` one by one.
 """
 
 from __future__ import annotations
@@ -88,7 +91,7 @@ def tests(session: nox.Session) -> None:
 
 
 def _conformance(name: str, extra: str | None) -> None:
-    @nox.session(name=f"conformance-{name}", python=PYTHON)
+    @nox.session(name=f"conformance-{name}", python=PYTHON, tags=["parallel"])
     def run(session: nox.Session) -> None:
         extras = ",".join(e for e in ("conformance", extra) if e)
         session.install(f".[{extras}]")
@@ -113,7 +116,7 @@ for _name, _extra in BACKENDS.items():
 def _integration(name: str) -> None:
     extra = name.replace("_", "-")
 
-    @nox.session(name=f"integration-{extra}", python=PYTHON)
+    @nox.session(name=f"integration-{extra}", python=PYTHON, tags=["parallel"])
     def run(session: nox.Session) -> None:
         """The framework's own standard tests, with only the core, LibSQL, Postgres and
         that framework installed, then its examples (offline: the hash embedder)."""
