@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,50 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert len(commands) == 2
     assert commands[1] == "bash .ci/run"  # CI runs exactly the README's test command
     run = (ROOT / ".ci" / "run").read_text()
-    assert ".venv/bin/nox\n" in run and "python3 .ci/summary.py" in run
+    assert ".venv/bin/python .ci/sessions.py\n" in run and "python3 .ci/summary.py" in run
+
+
+NOXFILE = """
+import nox
+
+def record(session, name):
+    with open("ran.txt", "a") as out:
+        out.write(name + "\\n")
+    if name == "{failing}":
+        session.error("failed on purpose")
+
+@nox.session(venv_backend="none")
+def first(session):
+    record(session, "first")
+
+for _name in ("one", "two", "three"):
+    @nox.session(name=_name, venv_backend="none", tags=["parallel"])
+    def _run(session, _name=_name):
+        record(session, _name)
+
+@nox.session(venv_backend="none")
+def last(session):
+    record(session, "last")
+
+@nox.session(venv_backend="none", default=False)
+def asked_only(session):
+    record(session, "asked_only")
+"""
+
+
+@pytest.mark.parametrize("failing", ["", "two"])
+def test_ci_runs_every_default_session_once(tmp_path: Path, failing: str) -> None:
+    """.ci/sessions.py runs what plain `nox` runs: the untagged sessions before the
+    `parallel` ones first, the `parallel` ones, then the rest; a failure anywhere fails it."""
+    (tmp_path / "noxfile.py").write_text(NOXFILE.replace("{failing}", failing))
+    script = ROOT / ".ci" / "sessions.py"
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True
+    )
+    ran = (tmp_path / "ran.txt").read_text().split()
+    assert ran[0] == "first" and ran[-1] == "last"
+    assert sorted(ran[1:-1]) == ["one", "three", "two"]
+    assert done.returncode == (1 if failing else 0), done.stdout + done.stderr
 
 
 def test_the_readme_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
