@@ -14,10 +14,12 @@ embedder runs any other model through sentence-transformers.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import tempfile
+import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -79,15 +81,62 @@ def _weights(path: Path) -> Path | None:
     return next((path / w for w in WEIGHTS if (path / w).exists()), None)
 
 
-def cached_file(path: Path) -> Path:
-    """Where the export of the model at `path` is kept: named for the weights file's
-    location, size and modification time, so new weights get a new export."""
+def _source(path: Path) -> dict[str, Any]:
+    """What an export is made from: the format, the weights file's location, size and
+    modification time."""
     weights = _weights(path)
     assert weights is not None
     stat = weights.stat()
-    key = f"{FORMAT}:{weights.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+    return {
+        "format": FORMAT,
+        "weights": str(weights.resolve()),
+        "size": stat.st_size,
+        "mtime_ns": stat.st_mtime_ns,
+    }
+
+
+def cached_file(path: Path) -> Path:
+    """Where the export of the model at `path` is kept: named for its `_source`, so new
+    weights get a new export."""
+    source = _source(path)
+    key = f"{FORMAT}:{source['weights']}:{source['size']}:{source['mtime_ns']}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return cache_dir() / "onnx" / f"{path.name}-{digest}.onnx"
+
+
+def _remember(file: Path, source: dict[str, Any]) -> None:
+    """Note beside an export what it was made from, so that a later export can tell it
+    stale. Only housekeeping: a cache that cannot be written to goes without."""
+    note = file.with_suffix(".json")
+    if not note.exists():
+        with contextlib.suppress(OSError):
+            note.write_text(json.dumps(source))
+
+
+def _forget_stale(folder: Path) -> None:
+    """Remove the exports whose weights are gone or changed (a package uninstalled or
+    upgraded, a virtual environment deleted) or whose format differs, and the pieces
+    of exports cut short an hour ago or more: each is 90 MB that nothing will load.
+    Exports without a note (made before notes were kept) are left alone."""
+    for note in folder.glob("*.json"):
+        try:
+            source = json.loads(note.read_text())
+            stat = Path(source["weights"]).stat()
+            made = (source["format"], source["size"], source["mtime_ns"])
+            stale = made != (FORMAT, stat.st_size, stat.st_mtime_ns)
+        except FileNotFoundError:
+            stale = True
+        except (OSError, ValueError, LookupError, TypeError):
+            continue  # a note being written, or not ours: leave it
+        if stale:
+            with contextlib.suppress(OSError):
+                note.with_suffix(".onnx").unlink(missing_ok=True)
+                note.unlink(missing_ok=True)
+    hour_ago = time.time() - 3600
+    for piece in [*folder.glob("*.part"), *folder.glob("*.fused")]:
+        with contextlib.suppress(OSError):
+            if piece.stat().st_mtime < hour_ago:
+                piece.unlink()
 
 
 class OnnxModel:
@@ -110,16 +159,21 @@ class OnnxModel:
                 str(file), options, providers=["CPUExecutionProvider"]
             )
 
-        if not file.exists():
+        def export() -> None:
             _export(path, file)
+            _forget_stale(file.parent)
+
+        if not file.exists():
+            export()
         try:
             self._session = load()
         except Exception:  # a truncated or corrupt cache file: export it again, once
-            _export(path, file)
+            export()
             try:
                 self._session = load()
             except Exception as exc:
                 raise BackendError(f"local: ONNX Runtime cannot load {file}: {exc}") from exc
+        _remember(file, _source(path))
 
     def embed(self, token_ids: Sequence[Sequence[int]], batch_size: int) -> Matrix:
         """Normalised mean-pooled vectors of tokenized texts (special tokens included),

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import email.utils
+import json
 import logging
 import os
 import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -155,13 +157,64 @@ def test_the_onnx_export_is_made_once_and_needs_no_torch_after(
     assert file.stat().st_mtime_ns == stamp
 
 
-def test_a_corrupt_export_is_made_again(exported: tuple[Path, str], tmp_path: Path) -> None:
+def test_a_corrupt_export_is_made_again_and_stale_ones_go(
+    exported: tuple[Path, str], tmp_path: Path
+) -> None:
+    """Making an export again also removes the exports whose weights are gone."""
     cache, first = exported
     shutil.copytree(cache / "onnx", tmp_path / "onnx")
     (file,) = (tmp_path / "onnx").glob("*.onnx")
+    note = json.loads(file.with_suffix(".json").read_text())
+    assert note["weights"] == str((_bundled() / "model.safetensors").resolve())
+    gone = tmp_path / "onnx" / "model-0000000000000000"
+    gone.with_suffix(".onnx").write_bytes(b"an export of an uninstalled package")
+    gone.with_suffix(".json").write_text(json.dumps({**note, "weights": str(tmp_path / "x")}))
     file.write_bytes(file.read_bytes()[:1000])  # a write cut short
     assert _in_a_process(EMBED, tmp_path) == first
     assert file.stat().st_size > 1_000_000
+    assert sorted(f.name for f in (tmp_path / "onnx").iterdir()) == [
+        file.with_suffix(".json").name,
+        file.name,
+    ]
+
+
+def test_stale_exports_are_told_from_live_ones(tmp_path: Path) -> None:
+    """Only exports whose weights are gone or changed, or whose format differs, go, with
+    pieces of exports cut short over an hour ago; an export without a note stays."""
+    from recallstack.embedders import onnx_model
+
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"weights")
+    stat = weights.stat()
+    live = {"format": onnx_model.FORMAT, "weights": str(weights), "size": stat.st_size}
+    live["mtime_ns"] = stat.st_mtime_ns
+    folder = tmp_path / "onnx"
+    folder.mkdir()
+    notes = {
+        "live": live,
+        "gone": {**live, "weights": str(tmp_path / "uninstalled")},
+        "changed": {**live, "mtime_ns": stat.st_mtime_ns + 1},
+        "older": {**live, "format": onnx_model.FORMAT - 1},
+        "unreadable": "{half a no",
+    }
+    for name, note in notes.items():
+        (folder / f"{name}.onnx").write_bytes(b"graph")
+        (folder / f"{name}.json").write_text(note if isinstance(note, str) else json.dumps(note))
+    (folder / "unnoted.onnx").write_bytes(b"graph")
+    for piece in ("old.part", "old.fused", "new.part"):
+        (folder / piece).write_bytes(b"piece")
+    hours_ago = time.time() - 7200
+    for piece in ("old.part", "old.fused"):
+        os.utime(folder / piece, (hours_ago, hours_ago))
+    onnx_model._forget_stale(folder)
+    assert sorted(f.name for f in folder.iterdir()) == [
+        "live.json",
+        "live.onnx",
+        "new.part",
+        "unnoted.onnx",
+        "unreadable.json",
+        "unreadable.onnx",
+    ]
 
 
 def _operators(file: Path) -> set[str]:
