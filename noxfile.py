@@ -49,9 +49,7 @@ nox.options.default_venv_backend = "uv|virtualenv"
 (about seven minutes of CI); without uv, nox falls back to virtualenv and pip."""
 
 TORCH = "torch==2.13.0"
-"""The CPU build; installed first so that sentence-transformers does not pull a CUDA one.
-The sessions that install it use pip, which takes it from the wheels this machine keeps
-beside PyPI (pip's find-links); uv reads only PyPI, whose build of it is CUDA's."""
+"""The CPU build; installed first so that sentence-transformers does not pull a CUDA one."""
 REPORTS = Path("reports")
 MATRIX = Path("docs/conformance.json")
 README = Path("README.md")
@@ -77,10 +75,18 @@ def typecheck(session: nox.Session) -> None:
     session.run("mypy", "-p", "recallstack", "--python-executable", python)
 
 
-@nox.session(python=PYTHON, venv_backend="virtualenv")
+def install_torch(session: nox.Session) -> None:
+    """torch's CPU build, through pip: pip takes it from the wheels this machine keeps
+    beside PyPI (its find-links), where uv reads only PyPI, whose build is CUDA's. What
+    the session installs next keeps it."""
+    session.install("pip")  # a uv venv has none
+    session.run_install("python", "-m", "pip", "install", "-q", TORCH)
+
+
+@nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """The unit tests: core, memory, embedders (the real local model), demo and CLI."""
-    session.install(TORCH)
+    install_torch(session)
     session.install("-e", ".[dev,libsql,pg-server,qdrant,chroma,mongomock,pinecone,local,openai]")
     junit = f"--junitxml={REPORTS / 'junit-tests.xml'}"
     # -n auto: pytest-xdist, one worker per core; then the timing-sensitive ones alone
@@ -153,12 +159,12 @@ def reliability(session: nox.Session) -> None:
         session.run("python", "bench/reliability.py", *args)
 
 
-@nox.session(python=PYTHON, default=False, venv_backend="virtualenv")
+@nox.session(python=PYTHON, default=False)
 def peers(session: nox.Session) -> None:
     """bench/peers.py: recallstack, mem0 and LangChain on the same LoCoMo turns and model,
     on Postgres and on Qdrant. Not part of `nox`:
     `nox -s peers -- ../shared/data/locomo/locomo-dev.json`."""
-    session.install(TORCH)
+    install_torch(session)
     session.install(
         ".[pg-server,libsql,qdrant,local]",
         "mem0ai>=2.2",
