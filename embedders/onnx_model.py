@@ -17,6 +17,7 @@ embedder runs any other model through sentence-transformers.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -147,9 +148,11 @@ def _forget_stale(folder: Path) -> None:
                 piece.unlink()
 
 
+@functools.cache
 def native_bf16() -> bool:
     """Whether OpenVINO is installed and this CPU computes in bfloat16 natively
-    (AVX512-BF16 or AMX): where OpenVINO embeds faster than ONNX Runtime."""
+    (AVX512-BF16 or AMX): where OpenVINO embeds faster than ONNX Runtime. Asked once
+    per process."""
     try:
         openvino = _openvino()
     except ImportError:
