@@ -194,16 +194,13 @@ def _onnxruntime(file: Path, threads: int | None) -> Run:
 def _openvino_model(file: Path, threads: int | None) -> Run:
     """The graph compiled by OpenVINO for the CPU, in bfloat16 where the CPU does it
     natively and float32 elsewhere; an inference request per thread."""
-    openvino = _openvino()
-    core = openvino.Core()
-    capabilities = core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
     config = {
-        "INFERENCE_PRECISION_HINT": "bf16" if "BF16" in capabilities else "f32",
+        "INFERENCE_PRECISION_HINT": "bf16" if native_bf16() else "f32",
         "PERFORMANCE_HINT": "LATENCY",
     }
     if threads is not None:
         config["INFERENCE_NUM_THREADS"] = str(threads)
-    compiled = core.compile_model(str(file), "CPU", config)
+    compiled = _openvino().Core().compile_model(str(file), "CPU", config)
     requests = threading.local()
 
     def run(ids: Any, mask: Any) -> Any:
