@@ -125,7 +125,9 @@ def _runtime(runtime: str, path: Path, device: str) -> Literal["onnx", "openvino
     return "openvino" if runtime == "openvino" else "onnx"
 
 
-def _load(path: Path, runtime: str, device: str, threads: int | None) -> _Model:
+def _load(
+    path: Path, runtime: Literal["onnx", "openvino", "torch"], device: str, threads: int | None
+) -> _Model:
     """The model at `path`, loaded on the first call of the process for these settings."""
     key = (path, runtime, device, threads)
     with _LOADING:
@@ -136,7 +138,7 @@ def _load(path: Path, runtime: str, device: str, threads: int | None) -> _Model:
             _MODELS[key] = (
                 _torch(path, device, threads)
                 if runtime == "torch"
-                else _onnx(path, threads, "openvino" if runtime == "openvino" else "onnx")
+                else _onnx(path, threads, runtime)
             )
         return _MODELS[key]
 

@@ -12,6 +12,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -30,9 +31,9 @@ from recallstack.core.memory import Memory
 from recallstack.core.messages import Message
 from recallstack.core.registry import registry
 from recallstack.embedders import local as local_module
+from recallstack.embedders import onnx_model
 from recallstack.embedders.hashing import HashEmbedder
 from recallstack.embedders.local import LocalEmbedder, Runtime
-from recallstack.embedders.onnx_model import cache_dir
 from recallstack.embedders.openai import OpenAIEmbedder
 
 
@@ -89,7 +90,11 @@ def test_local_model_never_touches_the_network(tmp_path: Path) -> None:
     )
     home = tmp_path / "home"
     home.mkdir()
-    environment = {**os.environ, "HOME": str(home), "RECALLSTACK_CACHE_DIR": str(cache_dir())}
+    environment = {
+        **os.environ,
+        "HOME": str(home),
+        "RECALLSTACK_CACHE_DIR": str(onnx_model.cache_dir()),
+    }
     environment.pop("CI", None)  # OpenVINO's telemetry keeps quiet in CI
     result = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=environment
@@ -161,8 +166,6 @@ def test_the_exported_runtimes_give_torchs_vectors(
 def test_threads_embedding_at_once_get_their_own_vectors(runtime: Runtime) -> None:
     """A model is shared by every memory of a process: threads embedding side by side
     get what each would alone (OpenVINO runs a request per thread)."""
-    from concurrent.futures import ThreadPoolExecutor
-
     local = LocalEmbedder(runtime=runtime)
     batches = [[f"thread {t} says {'more ' * (i % 9)}{i}" for i in range(40)] for t in range(6)]
     alone = [local.embed(b) for b in batches]
@@ -178,8 +181,6 @@ def test_the_default_runtime_is_openvino_where_the_cpu_does_bfloat16(
 ) -> None:
     """OpenVINO where the CPU computes in bfloat16 natively, ONNX Runtime elsewhere and
     where OpenVINO is not installed; asking for OpenVINO without it names the extra."""
-    from recallstack.embedders import onnx_model
-
     assert local.runtime == ("openvino" if onnx_model.native_bf16() else "onnx")
     monkeypatch.setitem(sys.modules, "openvino", None)  # not installed
     onnx_model.native_bf16.cache_clear()
@@ -241,7 +242,6 @@ def test_a_corrupt_export_is_made_again_and_stale_ones_go(
 def test_stale_exports_are_told_from_live_ones(tmp_path: Path) -> None:
     """Only exports whose weights are gone or changed, or whose format differs, go, with
     pieces of exports cut short over an hour ago; an export without a note stays."""
-    from recallstack.embedders import onnx_model
 
     weights = tmp_path / "model.safetensors"
     weights.write_bytes(b"weights")
@@ -295,8 +295,6 @@ def plain_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An export whose fusion failed: the optimizer raised."""
     from onnxruntime.transformers import optimizer
 
-    from recallstack.embedders import onnx_model
-
     def fails(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("an optimizer that cannot read this graph")
 
@@ -318,8 +316,6 @@ def test_a_fusion_that_fails_leaves_the_plain_graph_which_gives_torchs_vectors(
 ) -> None:
     from tokenizers import Tokenizer
 
-    from recallstack.embedders import onnx_model
-
     assert "Attention" not in _operators(plain_export)
     assert [f.name for f in plain_export.parent.iterdir()] == ["plain.onnx"]
     monkeypatch.setattr(onnx_model, "cached_file", lambda _: plain_export)
@@ -338,8 +334,6 @@ def test_a_fusion_that_changes_the_vectors_is_not_kept(
 ) -> None:
     """The fused graph replaces the plain one only when their vectors agree."""
     from transformers import AutoConfig
-
-    from recallstack.embedders import onnx_model
 
     config = AutoConfig.from_pretrained(_bundled())
     seen: list[float] = []
@@ -544,7 +538,6 @@ def test_the_local_model_refuses_what_it_would_cut(local: LocalEmbedder) -> None
 
 
 def test_ten_memories_load_the_model_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    from recallstack.embedders import onnx_model
 
     loads: list[str] = []
 
