@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, field_validator
 
 from recallstack.core.errors import InvalidInputError
-from recallstack.core.inputs import Document, Id, Text
+from recallstack.core.inputs import Document, Id, Text, ToolArguments, ToolResult
 from recallstack.core.model import Model
 
 Role = Literal["user", "assistant", "system", "tool"]
@@ -34,16 +34,16 @@ class TextPart(Model):
 class ToolCallPart(Model):
     model_config = ConfigDict(frozen=True)
     type: Literal["tool_call"] = "tool_call"
-    id: str
-    name: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
+    id: Text
+    name: Text
+    arguments: ToolArguments = Field(default_factory=dict)
 
 
 class ToolResultPart(Model):
     model_config = ConfigDict(frozen=True)
     type: Literal["tool_result"] = "tool_result"
-    tool_call_id: str
-    result: Any = None
+    tool_call_id: Text
+    result: ToolResult = None
 
 
 Part = Annotated[TextPart | ToolCallPart | ToolResultPart, Field(discriminator="type")]

@@ -236,3 +236,49 @@ def test_a_trusted_hit_is_a_whole_query_result() -> None:
     assert fast.model_copy(update={"score": 1.0}).score == 1.0
     with pytest.raises(ValidationError):
         fast.score = 2.0  # frozen, like every QueryResult
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    root: dict[str, Any] = {}
+    node = root
+    for _ in range(depth):
+        node["a"] = {}
+        node = node["a"]
+    return root
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ({"x": b"\xff\xfe"}, "bytes is not JSON"),
+        ({"x": object()}, "object is not JSON"),
+        (_nested(100_000), "nested deeper than 32"),
+        ({"x": float("nan")}, "nan is not a finite number"),
+        ({"x": float("inf")}, "inf is not a finite number"),
+        ({"x": "a\x00b"}, "NUL characters are not allowed"),
+        ({"x": "\ud800"}, "lone surrogate"),
+        ({"x": "y" * 1_000_001}, "more than 1,000,000"),
+    ],
+)
+def test_tool_calls_and_results_are_json_as_metadata_is(value: Any, why: str) -> None:
+    """Tool-call arguments and tool results go through the metadata's checks: one
+    policy for NaN, NUL and size on every backend, an error naming the field."""
+    with pytest.raises(InvalidInputError, match=f"tool call arguments.*{why}"):
+        ToolCallPart(id="c1", name="lookup", arguments=value)
+    with pytest.raises(InvalidInputError, match=f"tool result.*{why}"):
+        Message(
+            thread_id="t",
+            role="tool",
+            content=[{"type": "tool_result", "tool_call_id": "c1", "result": value}],
+        )
+
+
+def test_tool_call_ids_and_names_are_text() -> None:
+    with pytest.raises(InvalidInputError, match="ToolCallPart.name: text: NUL"):
+        ToolCallPart(id="c1", name="a\x00")
+    with pytest.raises(InvalidInputError, match="ToolResultPart.tool_call_id"):
+        ToolResultPart(tool_call_id=b"c1")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="ToolResultPart.result: tool result: keys must"):
+        ToolResultPart(tool_call_id="c1", result={1: "x"})
+    good = ToolResultPart(tool_call_id="c1", result={"rows": [1, 2.5, None, "x"]})
+    assert good.result == {"rows": [1, 2.5, None, "x"]}

@@ -14,6 +14,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from recallstack.adapters.libsql.storage import LibSQLStorage
 from recallstack.adapters.libsql.word_index import WordIndex
@@ -236,3 +238,120 @@ def test_writers_and_searchers_at_once(tmp_path: Path) -> None:
     for query in QUERIES:
         found = storage.search_words(query, resource_id="r", limit=1000)
         assert same(found, plain.search_words(query, resource_id="r", limit=1000))
+
+
+SURROGATES = range(0xD800, 0xE000)
+
+
+def test_fts5_holds_exactly_the_words_of_keywords_words_for_every_code_point(
+    tmp_path: Path,
+) -> None:
+    """Every code point, alone and inside a word: FTS5's word instances of each message
+    are `words(text)`, in order, so its first search and the cached copy read one set of
+    words (with `unicode61` they disagreed on 23,671 code points)."""
+    from recallstack.adapters.libsql.word_index import VOCABULARY
+    from recallstack.core.keywords import words
+
+    storage = LibSQLStorage(f"libsql:///{tmp_path / 'sweep.db'}")
+    storage.save_thread(Thread(id="t", resource_id="r"))
+    points = [c for c in range(1, 0x110000) if c not in SURROGATES]
+    blocks = [points[i : i + 4096] for i in range(0, len(points), 4096)]
+    texts = {f"b{n}": " ".join(f"a{chr(c)}b {chr(c)}" for c in block) for n, block in enumerate(blocks)}
+    storage.save_messages(
+        [Message(id=i, thread_id="t", role="user", content=t) for i, t in texts.items()]
+    )
+    differ = []
+    for message_id, body in texts.items():
+        ((rowid,),) = storage.db.query(
+            "SELECT rowid FROM recallstack_messages WHERE id = ?", (message_id,)
+        )
+        held = storage.db.query(
+            f"SELECT term FROM {VOCABULARY} WHERE doc = ? ORDER BY offset", (rowid,)
+        )
+        if [t for (t,) in held] != words(body):
+            differ.append(message_id)
+    assert not differ, f"{len(differ)} of {len(texts)} blocks tokenized otherwise by FTS5"
+
+
+@pytest.mark.parametrize(
+    ("body", "query"),
+    [
+        ("한국어 회의는 내일", "한국어"),  # Hangul
+        ("がっこう に いく", "がっこう"),  # kana with dakuten
+        ("ΟΔΟΣ Αθηνάς", "οδος"),  # final sigma
+        ("مسألة مهمة", "مسألة"),  # hamza
+    ],
+)
+def test_a_first_search_finds_what_later_searches_find(
+    tmp_path: Path, body: str, query: str
+) -> None:
+    """A CLI call or a serverless worker only ever makes a store's first search."""
+    url = f"libsql:///{tmp_path / 'first.db'}"
+    writer = LibSQLStorage(url)
+    writer.save_thread(Thread(id="t", resource_id="r"))
+    writer.save_messages([message(1, "t", body), message(2, "t", "nothing here")])
+    reference = InMemoryStorage()
+    reference.save_thread(Thread(id="t", resource_id="r"))
+    reference.save_messages([message(1, "t", body), message(2, "t", "nothing here")])
+    expected = reference.search_words(query, resource_id="r")
+    assert [i for i, _ in expected] == ["m1"]
+    fresh = LibSQLStorage(url)
+    first = fresh.search_words(query, resource_id="r")
+    second = fresh.search_words(query, resource_id="r")
+    assert same(first, expected) and same(second, expected)
+
+
+def test_a_store_of_schema_version_6_is_tokenized_again(tmp_path: Path) -> None:
+    """A store written with FTS5's `unicode61` is rebuilt with the words `words` gives."""
+    from recallstack.adapters.libsql.database import Database
+    from recallstack.adapters.libsql.storage import MIGRATIONS
+
+    url = f"libsql:///{tmp_path / 'v6.db'}"
+    old = Database(url)
+    old.migrate("storage", MIGRATIONS[:6])
+    old.query("INSERT INTO recallstack_threads VALUES ('t', 'r', NULL, '{}', 0, 0)")
+    old.close()
+    writer = LibSQLStorage.__new__(LibSQLStorage)  # writes as version 6 did: unicode61
+    writer.db = Database(url)
+    writer.words = WordIndex(writer.db, budget=0)
+    writer.db.query(
+        "INSERT INTO recallstack_messages VALUES ('m1', 't', 'r', 'user', ?, 0, NULL)",
+        ('"한국어 회의"',),
+    )
+    writer.db.query(
+        "INSERT INTO recallstack_messages_fts (rowid, text, resource_id, thread_id, length) "
+        "SELECT rowid, '한국어 회의', 'r', 't', 2 FROM recallstack_messages"
+    )
+    writer.db.query(
+        "INSERT INTO recallstack_word_lengths (doc, length, resource_id, added) "
+        "SELECT rowid, 2, 'r', 1 FROM recallstack_messages"
+    )
+    writer.db.query("INSERT INTO recallstack_word_stats VALUES ('r', 1, 2, 1, 0)")
+    assert writer.search_words("한국어", resource_id="r") == []  # the old tokenizer's miss
+    writer.db.close()
+    storage = LibSQLStorage(url)
+    assert [i for i, _ in storage.search_words("한국어", resource_id="r")] == ["m1"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), min_size=1))
+def test_every_path_finds_a_texts_words_as_the_reference_does(tmp_path: Path, body: str) -> None:
+    """Any script: FTS5 alone, the cached copy and the reference rank alike."""
+    from recallstack.core.keywords import words
+
+    if not words(body):
+        return
+    url = f"libsql:///{tmp_path / 'any.db'}"
+    writer = LibSQLStorage(url)
+    resource = f"r{len(writer.all_threads(limit=10_000))}"
+    writer.save_thread(Thread(id=resource, resource_id=resource))
+    reference = InMemoryStorage()
+    reference.save_thread(Thread(id=resource, resource_id=resource))
+    saved = [message(1, resource, body, resource), message(2, resource, "plain words", resource)]
+    writer.save_messages([m.model_copy(update={"id": f"{resource}-{m.id}"}) for m in saved])
+    reference.save_messages([m.model_copy(update={"id": f"{resource}-{m.id}"}) for m in saved])
+    query = words(body)[0]
+    expected = reference.search_words(query, resource_id=resource)
+    assert same(fts5_only(url).search_words(query, resource_id=resource), expected)
+    writer.search_words(query, resource_id=resource)
+    assert same(writer.search_words(query, resource_id=resource), expected)  # the copy's

@@ -104,11 +104,7 @@ read before it, so a save between may leave it below a term's count: see keyword
 
 def _v4(db: Database) -> None:
     """Keyword search (FTS5, and BM25 over each resource's own messages)."""
-    db.query(
-        f"CREATE VIRTUAL TABLE {FTS} USING fts5(text, resource_id UNINDEXED, "
-        "thread_id UNINDEXED, length UNINDEXED, tokenize = 'unicode61 remove_diacritics 2')"
-    )
-    db.query(f"CREATE VIRTUAL TABLE {VOCABULARY} USING fts5vocab({FTS}, 'instance')")
+    _fts_table(db, "unicode61 remove_diacritics 2")  # as version 4 made it; see _v7
     db.query(
         f"CREATE TABLE {STATS} (resource_id TEXT PRIMARY KEY, documents INTEGER NOT NULL, "
         "words INTEGER NOT NULL, added INTEGER NOT NULL DEFAULT 0, "
@@ -125,15 +121,24 @@ def _v4(db: Database) -> None:
         _add_words(db, [(row[0], _message(row[1:])) for row in rows])
 
 
+def _fts_table(db: Database, tokenizer: str = "ascii") -> None:
+    """FTS5 over each message's words, and its word instances (`VOCABULARY`)."""
+    db.query(
+        f"CREATE VIRTUAL TABLE {FTS} USING fts5(text, resource_id UNINDEXED, "
+        f"thread_id UNINDEXED, length UNINDEXED, tokenize = '{tokenizer}')"
+    )
+    db.query(f"CREATE VIRTUAL TABLE {VOCABULARY} USING fts5vocab({FTS}, 'instance')")
+
+
 def _add_words(db: Database, rows: list[tuple[int, Message]]) -> None:
     """Index the words of these (rowid, message) rows and count them per resource;
     keyword search covers what semantic recall embeds: text, not system messages.
     Each resource's `added` counter moves once, and its new rows carry the new value."""
-    searched = [(rowid, m, len(words(m.text))) for rowid, m in rows if m.role != "system"]
-    searched = [(rowid, m, n) for rowid, m, n in searched if n]
+    found = [(rowid, m, words(m.text)) for rowid, m in rows if m.role != "system"]
+    searched = [(rowid, m, len(w)) for rowid, m, w in found if w]
     db.executemany(
         f"INSERT INTO {FTS} (rowid, text, resource_id, thread_id, length) VALUES (?, ?, ?, ?, ?)",
-        [(rowid, m.text, m.resource_id, m.thread_id, n) for rowid, m, n in searched],
+        [(rowid, " ".join(w), m.resource_id, m.thread_id, len(w)) for rowid, m, w in found if w],
     )
     added: dict[str | None, int] = {None: 0}
     for resource in dict.fromkeys(m.resource_id for _, m, _ in searched if m.resource_id):
@@ -202,7 +207,34 @@ def _v6(db: Database) -> None:
     _lengths_table(db)
 
 
-MIGRATIONS = [_v1, _v2, _v3, _v4, _v5, _v6]
+def _v7(db: Database) -> None:
+    """One tokenizer: FTS5 holds each message's words as `keywords.words` gives them,
+    split again by its `ascii` tokenizer, which keeps every such word whole. Its own
+    `unicode61` disagreed with `words` on 23,671 code points (Hangul, kana with
+    dakuten, final sigma...), so a search's first path missed what later ones found."""
+    db.query(f"DROP TABLE {VOCABULARY}")
+    db.query(f"DROP TABLE {FTS}")
+    _fts_table(db)
+    after = -1
+    while rows := db.query(
+        f"SELECT l.doc, {', '.join('m.' + c.strip() for c in MESSAGE_COLUMNS.split(','))} "
+        f"FROM {LENGTHS} l JOIN recallstack_messages m ON m.rowid = l.doc WHERE l.doc > ? "
+        "ORDER BY l.doc LIMIT 1000",
+        (after,),
+    ):
+        after = rows[-1][0]
+        db.executemany(
+            f"INSERT INTO {FTS} (rowid, text, resource_id, thread_id, length) "
+            "VALUES (?, ?, ?, ?, ?)",
+            [
+                (row[0], " ".join(w), m.resource_id, m.thread_id, len(w))
+                for row in rows
+                if (w := words((m := _message(row[1:])).text))
+            ],
+        )
+
+
+MIGRATIONS = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
 
 
 def _resource(row: tuple[Any, ...]) -> Resource:

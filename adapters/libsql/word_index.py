@@ -16,7 +16,8 @@ A copy whose counts disagree with the counters, or that holds more dropped
 documents than live ones, is read afresh. Scores follow `core/keywords.py`
 exactly: a cached copy ranks as the reference does.
 
-A resource's first search in a process is FTS5's (`LibSQLStorage._search_words`):
+FTS5 holds each message's words (`keywords.words`) joined by spaces, so both
+paths read the same words (storage.py, `_v7`). A resource's first search in a process is FTS5's (`LibSQLStorage._search_words`):
 a one-off call, a CLI's, pays for no copy; its second builds the copy. At
 most `WORD_BUDGET` word instances are held per store, the least recently
 searched resource dropped first; a resource larger than that is searched by
@@ -36,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from recallstack.adapters.libsql.database import Database
-from recallstack.core.keywords import K1, B, words
+from recallstack.core.keywords import K1, B
 
 WORD_BUDGET = 5_000_000
 """Word instances cached per store, all resources together: postings are fewer."""
@@ -120,7 +121,7 @@ class ResourceWords:
 
     def _add(self, key: tuple[int, int], message_id: str, thread_id: str, text: str) -> None:
         position = len(self.ids)
-        counts = Counter(words(text))
+        counts = Counter(text.split(" "))  # FTS5 holds the words, space-separated
         self.keys[key] = position
         self.ids.append(message_id)
         self.threads.append(self._thread_codes.setdefault(thread_id, len(self._thread_codes)))
