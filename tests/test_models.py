@@ -274,11 +274,11 @@ def test_tool_calls_and_results_are_json_as_metadata_is(value: Any, why: str) ->
 
 
 def test_tool_call_ids_and_names_are_text() -> None:
-    with pytest.raises(InvalidInputError, match="ToolCallPart.name: text: NUL"):
+    with pytest.raises(InvalidInputError, match=r"ToolCallPart\.name: text: NUL"):
         ToolCallPart(id="c1", name="a\x00")
-    with pytest.raises(InvalidInputError, match="ToolResultPart.tool_call_id"):
+    with pytest.raises(InvalidInputError, match=r"ToolResultPart\.tool_call_id"):
         ToolResultPart(tool_call_id=b"c1")  # type: ignore[arg-type]
-    with pytest.raises(InvalidInputError, match="ToolResultPart.result: tool result: keys must"):
+    with pytest.raises(InvalidInputError, match=r"ToolResultPart\.result: tool result: keys must"):
         ToolResultPart(tool_call_id="c1", result={1: "x"})
     good = ToolResultPart(tool_call_id="c1", result={"rows": [1, 2.5, None, "x"]})
     assert good.result == {"rows": [1, 2.5, None, "x"]}

@@ -256,7 +256,9 @@ def test_fts5_holds_exactly_the_words_of_keywords_words_for_every_code_point(
     storage.save_thread(Thread(id="t", resource_id="r"))
     points = [c for c in range(1, 0x110000) if c not in SURROGATES]
     blocks = [points[i : i + 4096] for i in range(0, len(points), 4096)]
-    texts = {f"b{n}": " ".join(f"a{chr(c)}b {chr(c)}" for c in block) for n, block in enumerate(blocks)}
+    texts = {
+        f"b{n}": " ".join(f"a{chr(c)}b {chr(c)}" for c in block) for n, block in enumerate(blocks)
+    }
     storage.save_messages(
         [Message(id=i, thread_id="t", role="user", content=t) for i, t in texts.items()]
     )
@@ -333,7 +335,9 @@ def test_a_store_of_schema_version_6_is_tokenized_again(tmp_path: Path) -> None:
     assert [i for i, _ in storage.search_words("한국어", resource_id="r")] == ["m1"]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), min_size=1))
 def test_every_path_finds_a_texts_words_as_the_reference_does(tmp_path: Path, body: str) -> None:
     """Any script: FTS5 alone, the cached copy and the reference rank alike."""

@@ -17,7 +17,8 @@ documents than live ones, is read afresh. Scores follow `core/keywords.py`
 exactly: a cached copy ranks as the reference does.
 
 FTS5 holds each message's words (`keywords.words`) joined by spaces, so both
-paths read the same words (storage.py, `_v7`). A resource's first search in a process is FTS5's (`LibSQLStorage._search_words`):
+paths read the same words (storage.py, `_v7`). A resource's first search in a
+process is FTS5's (`LibSQLStorage._search_words`):
 a one-off call, a CLI's, pays for no copy; its second builds the copy. At
 most `WORD_BUDGET` word instances are held per store, the least recently
 searched resource dropped first; a resource larger than that is searched by
