@@ -87,7 +87,8 @@ class AsyncMemory:
         self.storage = memory.storage
         self.history = memory.history
         self.semantic = memory.semantic
-        self._ops = Operations(memory.config, memory.history, memory.semantic)
+        self.vector = memory.vector
+        self._ops = Operations(memory.config, memory.history, memory.semantic, memory.vector)
         self._backends: dict[str, object] = {
             name: AwaitedBackend(b) for name, b in memory._backends.items()
         }

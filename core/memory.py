@@ -6,7 +6,7 @@ import logging
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from recallstack.core.calls import run
 from recallstack.core.config import MemoryConfig
@@ -28,6 +28,9 @@ from recallstack.core.registry import registry
 from recallstack.core.semantic_recall import SemanticRecall
 from recallstack.core.storage import Storage
 from recallstack.core.vector_store import VectorStore
+
+if TYPE_CHECKING:
+    from recallstack.core.doctor import Checkup
 
 DEFAULT_URL = "libsql:///local.db"
 STORAGE_ENV, VECTOR_ENV, EMBEDDER_ENV = (
@@ -89,23 +92,29 @@ class Memory:
             self._opened.append(self.storage)
         self.history = MessageHistory(storage=self.storage, config=self.config)
         self.semantic: SemanticRecall | None = None
-        if embedder is None:
-            if self.config.semantic_recall:
-                raise InvalidInputError(
-                    "semantic recall needs an embedder, e.g. 'local/all-MiniLM-L6-v2'"
-                )
-            return
-        if isinstance(embedder, Embedder):
-            model = embedder
-        else:
-            model = self._built = registry().embedder(embedder)
+        self.vector: VectorStore | None = None
+        """The vector store; without an embedder, the one given (or the default, beside
+        the default storage), so that deletes and edits reach vectors others wrote."""
+        if embedder is None and self.config.semantic_recall:
+            raise InvalidInputError(
+                "semantic recall needs an embedder, e.g. 'local/all-MiniLM-L6-v2'"
+            )
         if isinstance(vector, VectorStore):
-            store = vector
-        else:
-            store = registry().vector_store(vector or DEFAULT_URL)
-            self._opened.append(store)
+            self.vector = vector
+        elif embedder is not None or vector is not None or storage in (None, DEFAULT_URL):
+            self.vector = registry().vector_store(vector or DEFAULT_URL)
+            self._opened.append(self.vector)
+        if embedder is None or self.vector is None:
+            return
+        model = embedder if isinstance(embedder, Embedder) else registry().embedder(embedder)
+        if not isinstance(embedder, Embedder):
+            self._built = model
         self.semantic = SemanticRecall(
-            storage=self.storage, vector=store, embedder=model, config=self.config, logger=logger
+            storage=self.storage,
+            vector=self.vector,
+            embedder=model,
+            config=self.config,
+            logger=logger,
         )
 
     @classmethod
@@ -142,17 +151,16 @@ class Memory:
 
     @property
     def _ops(self) -> Operations:
-        return Operations(self.config, self.history, self.semantic)
+        return Operations(self.config, self.history, self.semantic, self.vector)
 
     @property
     def _backends(self) -> dict[str, object]:
-        if self.semantic is None:
-            return {"Storage": self.storage}
-        return {
-            "Storage": self.storage,
-            "VectorStore": self.semantic.vector,
-            "CachedEmbedder": self.semantic.embedder,
-        }
+        backends: dict[str, object] = {"Storage": self.storage}
+        if self.vector is not None:
+            backends["VectorStore"] = self.vector
+        if self.semantic is not None:
+            backends["CachedEmbedder"] = self.semantic.embedder
+        return backends
 
     # ---- resources ----------------------------------------------------------------
 
@@ -268,6 +276,18 @@ class Memory:
         batch, `done` counting failures too.
         """
         return run(self._ops.reindex(batch_size, progress), self._backends)
+
+    def doctor(
+        self, *, repair: bool = False, progress: Callable[[int, int], None] | None = None
+    ) -> Checkup:
+        """Check that every vector, ledger record and word entry agrees with its message
+        (`core/doctor.py`): messages recorded as indexed without their vectors, vectors
+        without a message, stale contextual vectors, word-index drift. With `repair`,
+        fix them and return what a second check found (`Checkup.ok`)."""
+        from recallstack.core import doctor
+
+        found = doctor.examine(self, progress)
+        return doctor.repair(self, found) if repair and not found.ok else found
 
     def close(self) -> None:
         """Close the stores this memory opened from URLs and the embedder it built from a

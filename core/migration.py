@@ -25,15 +25,16 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from recallstack.core.calls import run
 from recallstack.core.config import SemanticRecallConfig
+from recallstack.core.derived import digest
 from recallstack.core.errors import InvalidInputError, NotFoundError
 from recallstack.core.memory import Memory
 from recallstack.core.messages import Message
 from recallstack.core.records import Resource, Thread
 from recallstack.core.semantic_recall import Hit, SemanticRecall, chunk_id
 from recallstack.core.storage import Storage
+from recallstack.core.store_pages import PAGE, messages_of, resources_of, threads_of
+from recallstack.core.vector_reads import vectors_of
 
-PAGE = 500
-"""Threads read, and messages read and saved, per call."""
 SAMPLES = 5
 """Threads whose first message is searched on both sides when a migration is verified."""
 
@@ -53,33 +54,10 @@ class Vectors(BaseModel):
     chunks: dict[str, list[float]]
 
 
-Record = tuple[
-    Literal["resource", "thread", "message", "vectors"], Resource | Thread | Message | Vectors
-]
-
-
-def threads_of(storage: Storage) -> Iterator[Thread]:
-    """Every thread of the store, in id order."""
-    after = None
-    while page := storage.all_threads(after=after, limit=PAGE):
-        yield from page
-        after = page[-1].id
-
-
-def messages_of(storage: Storage, thread_id: str) -> Iterator[list[Message]]:
-    """A thread's messages, oldest first, a page at a time."""
-    page = 0
-    while batch := storage.list_messages(thread_id, page=page, per_page=PAGE, order="asc").items:
-        yield batch
-        page += 1
-
-
-def resources_of(storage: Storage) -> Iterator[Resource]:
-    """Every resource record of the store, in id order."""
-    after = None
-    while page := storage.all_resources(after=after, limit=PAGE):
-        yield from page
-        after = page[-1].id
+Kind = Literal["resource", "thread", "message", "vectors"]
+Record = tuple[Kind, Resource | Thread | Message | Vectors]
+Line = tuple[Kind, Resource | Thread | Message | Vectors, int]
+"""A record of a dump and the number of its line."""
 
 
 def records(storage: Storage, vectors: VectorSource | None = None) -> Iterator[Record]:
@@ -110,10 +88,10 @@ _MODELS: dict[str, type[Resource] | type[Thread] | type[Message] | type[Vectors]
 }
 
 
-def parse_lines(lines: Iterable[bytes]) -> list[Record]:
+def parse_lines(lines: Iterable[bytes]) -> list[Line]:
     """Every record of a dump, checked before anything is written: a line that is not
     one is an `InvalidInputError` naming the line."""
-    found: list[Record] = []
+    found: list[Line] = []
     for number, line in enumerate(lines, start=1):
         try:
             text = line.decode("utf-8")
@@ -124,7 +102,8 @@ def parse_lines(lines: Iterable[bytes]) -> list[Record]:
                 raise InvalidInputError(
                     'expected {"type": "resource|thread|message|vectors", "data": {...}}'
                 )
-            found.append((entry["type"], _MODELS[entry["type"]].model_validate(entry.get("data"))))
+            record = _MODELS[entry["type"]].model_validate(entry.get("data"))
+            found.append((entry["type"], record, number))
         except UnicodeDecodeError as exc:
             raise InvalidInputError(f"line {number}: not UTF-8 ({exc.reason})") from exc
         except json.JSONDecodeError as exc:
@@ -142,17 +121,14 @@ class Imported:
     with_vectors: int = 0
 
 
-def import_records(
-    memory: Memory, found: list[Record], progress: Progress | None = None
-) -> Imported:
+def import_records(memory: Memory, found: list[Line], progress: Progress | None = None) -> Imported:
     """Save the records into `memory`: messages with the dump's vectors where they are of
-    its index, embedded by it otherwise. Vectors of its index that do not fit it are
-    refused before anything is written."""
+    its index, embedded by it otherwise. All or nothing: the whole dump is checked
+    against the store first (`check_dump`), and a refusal writes nothing."""
     name = memory.semantic.index_name() if memory.semantic is not None else None
-    usable = [r for _, r in found if isinstance(r, Vectors) and r.index == name]
-    if memory.semantic is not None:
-        _check_vectors(usable, memory.semantic.embedder.embedder.dimension)
-    total = sum(kind == "message" for kind, _ in found)
+    dimension = memory.semantic.embedder.embedder.dimension if memory.semantic else None
+    check_dump(memory.storage, found, name, dimension)
+    total = sum(kind == "message" for kind, _, _ in found)
     result = Imported()
     known: dict[str, list[float]] = {}
     batch: list[Message] = []
@@ -168,7 +144,7 @@ def import_records(
             if progress is not None:
                 progress(result.messages, total)
 
-    for _, record in found:
+    for _, record, _ in found:
         if isinstance(record, Message):
             batch.append(record)
             if len(batch) >= PAGE:
@@ -185,20 +161,81 @@ def import_records(
     return result
 
 
+def check_dump(
+    storage: Storage, found: list[Line], index: str | None, dimension: int | None
+) -> None:
+    """Refuse, naming the line, what the store would refuse or what would break the
+    import half-way: a repeated id, a thread or message id another resource owns in
+    the store, a message of no thread, a message whose resource is not its thread's,
+    and vectors that are not finite, non-zero and of the index's dimension."""
+    threads: dict[str, str] = {}
+    """Thread id → its resource, from the dump or the store."""
+    seen: dict[str, dict[str, int]] = {"resource": {}, "thread": {}, "message": {}}
+    owners: dict[str, tuple[str, int]] = {}
+    """Message id → (the resource it is saved under, its line)."""
+    for kind, record, line in found:
+        if isinstance(record, Vectors):
+            _check_vectors(record, line, dimension if record.index == index else None)
+            continue
+        if record.id in seen[kind]:
+            raise InvalidInputError(
+                f"line {line}: {kind} {record.id!r} is on line {seen[kind][record.id]} already"
+            )
+        seen[kind][record.id] = line
+        if isinstance(record, Thread):
+            stored = storage.get_thread(record.id)
+            if stored is not None and stored.resource_id != record.resource_id:
+                raise InvalidInputError(
+                    f"line {line}: thread {record.id!r} belongs to another resource in the store"
+                )
+            threads[record.id] = record.resource_id
+        elif isinstance(record, Message):
+            if record.thread_id not in threads:
+                stored = storage.get_thread(record.thread_id)
+                if stored is None:
+                    raise InvalidInputError(
+                        f"line {line}: message {record.id!r}: thread {record.thread_id!r} is "
+                        "neither in the dump (before it) nor in the store"
+                    )
+                threads[record.thread_id] = stored.resource_id
+            owner = threads[record.thread_id]
+            if record.resource_id not in (None, owner):
+                raise InvalidInputError(
+                    f"line {line}: message {record.id!r}: resource {record.resource_id!r} "
+                    f"differs from its thread's {owner!r}"
+                )
+            owners[record.id] = (owner, line)
+    ids = list(owners)
+    for start in range(0, len(ids), PAGE):
+        for stored_message in storage.get_messages(ids[start : start + PAGE]):
+            owner, line = owners[stored_message.id]
+            if stored_message.resource_id != owner:
+                raise InvalidInputError(
+                    f"line {line}: message {stored_message.id!r} belongs to another resource "
+                    "in the store"
+                )
+
+
 def _has_all(semantic: SemanticRecall, message: Message, known: dict[str, list[float]]) -> bool:
     """Whether `known` holds a vector of each of the message's chunks."""
     n = len(semantic.chunks_of(message))
     return n > 0 and all(chunk_id(message.id, k, n) in known for k in range(n))
 
 
-def _check_vectors(found: list[Vectors], dimension: int) -> None:
-    for record in found:
-        for chunk, vector in record.chunks.items():
-            if len(vector) != dimension or not all(math.isfinite(x) for x in vector):
-                raise InvalidInputError(
-                    f"the vectors of chunk {chunk!r} ({record.index}): expected "
-                    f"{dimension} finite numbers"
-                )
+def _check_vectors(record: Vectors, line: int, dimension: int | None) -> None:
+    """Finite, non-zero, and of `dimension` where the vectors are of the importing index."""
+    for chunk, vector in record.chunks.items():
+        wrong = (
+            (dimension is not None and len(vector) != dimension)
+            or not all(math.isfinite(x) for x in vector)
+            or not any(vector)
+        )
+        if wrong:
+            size = f"{dimension} " if dimension is not None else ""
+            raise InvalidInputError(
+                f"line {line}: the vectors of chunk {chunk!r} ({record.index}): expected "
+                f"{size}finite numbers, not all zero"
+            )
 
 
 @dataclass
@@ -208,12 +245,19 @@ class Migration:
     threads: int = 0
     messages: int = 0
     copied_threads: int = 0
+    """Threads whose record was written (new or changed)."""
     copied_messages: int = 0
+    """Messages written: new in the target, or changed since they were copied."""
     copied_vectors: int = 0
     """Messages whose vectors were copied from the source rather than embedded."""
+    removed_threads: int = 0
+    removed_messages: int = 0
+    """What the target held of the source's resources that the source no longer does."""
     seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
     sampled: int = 0
+    checked: int = 0
+    """Messages whose content and vectors the check compared."""
 
     @property
     def verified(self) -> bool:
@@ -225,48 +269,114 @@ def sizes_of(storage: Storage) -> dict[str, int]:
     return {t.id: storage.list_messages(t.id, per_page=0).total for t in threads_of(storage)}
 
 
-def migrate(source: Memory, target: Memory, progress: Progress | None = None) -> Migration:
-    """Copy every resource, thread and message of `source` into `target`, then check
-    both sides agree. When both index with the same model (the same index name),
-    the source's vectors are copied; what the source has no current vectors for
-    is embedded by the target.
+def message_digest(message: Message) -> str:
+    """What a copy must keep of a message: its text and parts, role, thread, owner,
+    metadata and time."""
+    data = message.model_dump(mode="json")
+    return digest(json.dumps(data, sort_keys=True, ensure_ascii=False))
 
-    Resumable: a thread the target already holds with as many messages is
-    skipped, so running it again after an interruption copies what is left
-    (saves are upserts by id), and a final `reindex` indexes any message a
-    killed run stored without its vectors.
+
+def thread_digest(thread: Thread) -> str:
+    """What a copy must keep of a thread: its owner, title and metadata."""
+    kept = {"resource_id": thread.resource_id, "title": thread.title, "metadata": thread.metadata}
+    return digest(json.dumps(kept, sort_keys=True, ensure_ascii=False))
+
+
+def migrate(source: Memory, target: Memory, progress: Progress | None = None) -> Migration:
+    """Make `target` a copy of `source`'s resources, then check both sides agree, message
+    by message. When both index with the same model (the same index name), the
+    source's vectors are copied; what the source has no current vectors for is
+    embedded by the target.
+
+    Run again, it copies what differs: threads and messages whose content
+    (`message_digest`, `thread_digest`) is new or changed, or whose vectors the
+    target lacks, and it removes from the target the threads and messages of the
+    source's resources that the source no longer has (a resource the source holds
+    no thread of is not touched: nothing tells it from the target's own). So a run
+    resumes an interrupted one, and a final `reindex` indexes any message a killed
+    run stored without its vectors.
     """
     started = time.perf_counter()
-    sizes = sizes_of(source.storage)
-    result = Migration(threads=len(sizes), messages=sum(sizes.values()))
-    done = reported = 0
+    result = Migration()
     vectors = VectorSource.of(source, target)
     for resource in resources_of(source.storage):
         target.storage.save_resource(resource)
+    owners: set[str] = set()
+    done = reported = 0
+    total = sum(sizes_of(source.storage).values())
     for thread in threads_of(source.storage):
-        size = sizes.get(thread.id, 0)
+        result.threads += 1
+        owners.add(thread.resource_id)
         there = target.storage.get_thread(thread.id)
-        if there is not None and target.storage.list_messages(thread.id, per_page=0).total == size:
-            done += size
-            continue
-        target.storage.save_thread(thread)
+        if there is None or thread_digest(there) != thread_digest(thread):
+            target.storage.save_thread(thread)  # replaces its record, keeps its messages
+            result.copied_threads += 1
+        theirs = {
+            m.id: message_digest(m) for page in messages_of(target.storage, thread.id) for m in page
+        }
         for batch in messages_of(source.storage, thread.id):
-            known, complete = vectors.chunks(batch) if vectors is not None else ({}, set())
-            saved = run(target._ops.save_messages(batch, None, known), target._backends)
-            result.copied_vectors += len(complete.intersection(saved.indexed))
+            result.messages += len(batch)
             done += len(batch)
-            result.copied_messages += len(batch)
+            changed = [m for m in batch if theirs.pop(m.id, None) != message_digest(m)]
+            changed += _without_vectors(target, [m for m in batch if m not in changed])
+            if changed:
+                known, complete = vectors.chunks(changed) if vectors is not None else ({}, set())
+                saved = run(target._ops.save_messages(changed, None, known), target._backends)
+                result.copied_vectors += len(complete.intersection(saved.indexed))
+                result.copied_messages += len(changed)
             if progress is not None and done - reported >= PAGE:
-                progress(done, result.messages)
+                progress(done, total)
                 reported = done
-        result.copied_threads += 1
+        result.removed_messages += _remove_gone(source, target, list(theirs))
+    for resource_id in sorted(owners):
+        result.removed_threads += _remove_threads(source, target, resource_id)
     if progress is not None:
-        progress(done, result.messages)
+        progress(done, total)
     if target.semantic is not None:
         target.reindex()
     result.seconds = time.perf_counter() - started
-    verify(source, target, sizes, result)
+    verify(source, target, result)
     return result
+
+
+def _without_vectors(target: Memory, messages: list[Message]) -> list[Message]:
+    """Of messages the target holds as they are, those its index lacks vectors of (a
+    copy damaged since): they are copied again."""
+    store, semantic = target.vector, target.semantic
+    if store is None or semantic is None or not messages:
+        return []
+    name = semantic.index_name()
+    if name not in store.list_indexes():
+        return []
+    held = {
+        str(h.metadata["message_id"]) for h in vectors_of(store, name, [m.id for m in messages])
+    }
+    return [m for m in messages if m.role != "system" and m.text.strip() and m.id not in held]
+
+
+def _remove_gone(source: Memory, target: Memory, ids: list[str]) -> int:
+    """Of messages the target holds in a thread where the source has them no more: delete
+    those the source has nowhere (one it moved is moved by its own thread's copy)."""
+    gone: list[str] = []
+    for start in range(0, len(ids), PAGE):
+        page = ids[start : start + PAGE]
+        alive = {m.id for m in source.storage.get_messages(page)}
+        gone += [i for i in page if i not in alive]
+    if gone:
+        target.delete_messages(gone)
+    return len(gone)
+
+
+def _remove_threads(source: Memory, target: Memory, resource_id: str) -> int:
+    """Delete the target's threads of this resource that the source does not have."""
+    gone = []
+    page = 0
+    while listed := target.storage.list_threads(resource_id, page=page, per_page=PAGE).items:
+        gone += [t.id for t in listed if source.storage.get_thread(t.id) is None]
+        page += 1
+    for thread_id in gone:
+        target.delete_thread(thread_id)
+    return len(gone)
 
 
 class VectorSource:
@@ -343,20 +453,60 @@ def _groups(sizes: dict[str, int], most_ids: int, most_chunks: int) -> Iterator[
         yield group
 
 
-def verify(source: Memory, target: Memory, sizes: dict[str, int], result: Migration) -> None:
-    """Each of the source's threads (`sizes`: its message counts) holds as many messages
-    in the target, and a search of the first message of a few threads finds the same
-    messages on both sides (when both have vectors of the model)."""
-    differ = [
-        thread_id
-        for thread_id, size in sizes.items()
-        if target.storage.get_thread(thread_id) is None
-        or target.storage.list_messages(thread_id, per_page=0).total != size
-    ]
-    if differ:
-        result.problems.append(
-            f"{len(differ)} threads differ in the target, e.g. {', '.join(map(repr, differ[:3]))}"
-        )
+def verify(source: Memory, target: Memory, result: Migration) -> None:
+    """Every message and thread of the source is in the target with the same content,
+    the target's threads hold no other message, each message the target should have
+    vectors of has them in its index, and a search of the first message of a few
+    threads finds the same messages on both sides (when both have vectors of the
+    model). Each difference is listed, with a few ids."""
+    changed: list[str] = []
+    absent: list[str] = []
+    threads: list[str] = []
+    extra: list[str] = []
+    unembedded: list[str] = []
+    name = target.semantic.index_name() if target.semantic is not None else None
+    store = target.vector
+    indexed = name is not None and store is not None and name in store.list_indexes()
+    for thread in threads_of(source.storage):
+        there = target.storage.get_thread(thread.id)
+        if there is None or thread_digest(there) != thread_digest(thread):
+            threads.append(thread.id)
+        count = 0
+        for batch in messages_of(source.storage, thread.id):
+            count += len(batch)
+            result.checked += len(batch)
+            copies = {m.id: m for m in target.storage.get_messages([m.id for m in batch])}
+            for m in batch:
+                if m.id not in copies:
+                    absent.append(m.id)
+                elif message_digest(copies[m.id]) != message_digest(m):
+                    changed.append(m.id)
+            if indexed:
+                assert name is not None and store is not None
+                held = {
+                    str(h.metadata["message_id"]) for h in vectors_of(store, name, list(copies))
+                }
+                unembedded += [
+                    m.id
+                    for m in copies.values()
+                    if m.role != "system" and m.text.strip() and m.id not in held
+                ]
+        if there is not None and target.storage.list_messages(thread.id, per_page=0).total > count:
+            extra.append(thread.id)
+    for what, ids in (
+        ("threads differ in the target (missing, or another owner, title or metadata)", threads),
+        ("messages are missing in the target", absent),
+        ("messages differ in the target (text, role, thread, owner, metadata or time)", changed),
+        ("threads hold messages in the target that the source's do not", extra),
+        (f"messages have no vectors in the target's index {name}", unembedded),
+    ):
+        if ids:
+            result.problems.append(f"{len(ids)} {what}, e.g. {', '.join(map(repr, ids[:3]))}")
+    _sample_searches(source, target, result)
+
+
+def _sample_searches(source: Memory, target: Memory, result: Migration) -> None:
+    sizes = sizes_of(source.storage)
     chosen = sorted(sizes)[:: max(1, len(sizes) // SAMPLES)][:SAMPLES]
     for thread_id in chosen:
         thread = source.storage.get_thread(thread_id)

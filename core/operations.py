@@ -10,6 +10,7 @@ from typing import Any
 
 from recallstack.core.calls import Steps, call
 from recallstack.core.config import MemoryConfig, SemanticRecallConfig
+from recallstack.core.derived import context_size, delete_vectors, followers, recorded_indexes
 from recallstack.core.errors import InvalidInputError, NotFoundError
 from recallstack.core.inputs import check_id, check_ids
 from recallstack.core.message_history import MessageHistory
@@ -18,6 +19,7 @@ from recallstack.core.metadata import normalize_metadata
 from recallstack.core.records import Resource, Thread, ThreadPage
 from recallstack.core.semantic_recall import Hit, Recalled, SemanticRecall
 from recallstack.core.storage import Storage
+from recallstack.core.vector_store import VectorStore
 
 
 @dataclass(frozen=True)
@@ -82,14 +84,22 @@ class ReindexResult:
 
 
 class Operations:
-    """The steps of every `Memory` method; the docstrings are on `Memory`."""
+    """The steps of every `Memory` method; the docstrings are on `Memory`.
+
+    `vector` is the memory's vector store, which it has with an embedder and may have
+    without one: deletes and edits then still reach the vectors others wrote."""
 
     def __init__(
-        self, config: MemoryConfig, history: MessageHistory, semantic: SemanticRecall | None
+        self,
+        config: MemoryConfig,
+        history: MessageHistory,
+        semantic: SemanticRecall | None,
+        vector: VectorStore | None = None,
     ) -> None:
         self.config = config
         self.history = history
         self.semantic = semantic
+        self.vector = semantic.vector if semantic is not None else vector
 
     def _semantic(self) -> SemanticRecall:
         if self.semantic is None:
@@ -149,14 +159,56 @@ class Operations:
     def delete_thread(self, thread_id: str) -> Steps[None]:
         names = yield from self._index_names()  # read before the ledger records go
         yield from call(Storage.forget_indexed, thread_id=thread_id)
-        if self.semantic is not None:
-            yield from self.semantic.delete_vectors_steps(names, thread_id=thread_id)
+        if self.vector is not None:
+            limit = self.vector.capabilities.max_filter_values
+            yield from delete_vectors(names, thread_id=thread_id, max_values=limit)
         yield from call(Storage.delete_thread, thread_id)
 
     def _index_names(self) -> Steps[list[str]]:
-        if self.semantic is None:
+        """Every index that may hold this storage's vectors (`derived.recorded_indexes`),
+        this memory's own among them."""
+        if self.semantic is not None:
+            return (yield from self.semantic.index_names_steps())
+        if self.vector is None:
             return []
-        return (yield from self.semantic.index_names_steps())
+        return (yield from recorded_indexes())
+
+    def _own_names(self, recall: SemanticRecallConfig | None) -> set[str]:
+        """The indexes this memory re-embeds itself under `recall`."""
+        if self.semantic is None or not recall:
+            return set()
+        return self.semantic.own_index_names(recall)
+
+    def _others_followers(
+        self, names: list[str], own: set[str], ids: Sequence[str]
+    ) -> Steps[dict[str, list[str]]]:
+        """For each contextual index this memory does not write: the messages whose
+        vectors there hold one of `ids` (read before and after a change, since a
+        message's followers change when it moves)."""
+        found: dict[str, list[str]] = {}
+        for name in names:
+            size = context_size(name)
+            if size and name not in own and ids:
+                found[name] = [m.id for m in (yield from followers(ids, size))]
+        return found
+
+    def _drop_others(
+        self, stale: dict[str, list[str]], changed: Sequence[str], names: list[str], own: set[str]
+    ) -> Steps[None]:
+        """What this memory cannot re-embed goes, its ledger records first, so that a
+        `reindex()` by a memory that writes those indexes makes it again: the changed
+        messages' vectors in the indexes it does not write, and their followers'
+        contextual vectors there."""
+        others = [n for n in names if n not in own]
+        followers_ = [i for ids in stale.values() for i in ids]
+        if not others or not (followers_ or changed) or self.vector is None:
+            return
+        if followers_:  # the changed messages' records went with their save
+            yield from call(Storage.forget_indexed, followers_)
+        limit = self.vector.capabilities.max_filter_values
+        yield from delete_vectors(others, changed, max_values=limit)
+        for name, ids in stale.items():
+            yield from delete_vectors([name], ids, max_values=limit)
 
     # ---- messages ----------------------------------------------------------------
 
@@ -167,18 +219,26 @@ class Operations:
         known: Mapping[str, Sequence[float]] | None = None,
     ) -> Steps[SaveResult]:
         recall = self.config.merged(thread_config).semantic_recall
-        if not recall or self.semantic is None:
-            return SaveResult((yield from call(Storage.save_messages, messages)))
+        own = self._own_names(recall)
+        # the ledger's names are cheap to read; only indexes others write cost more
+        names = (yield from call(Storage.index_names)) if self.vector is not None else []
+        ids = [m.id for m in messages if isinstance(m, Message)]
+        before = yield from self._others_followers(names, own, ids)
         stale = yield from self._moving_followers(messages, recall)
         saved = yield from call(Storage.upsert_messages, messages)
         if not saved.messages:
             return SaveResult([])
+        after = yield from self._others_followers(names, own, ids)
+        others = {n: [*before.get(n, []), *after.get(n, [])] for n in {*before, *after}}
+        yield from self._drop_others(others, sorted(saved.existing), names, own)
+        if not recall or self.semantic is None:
+            return SaveResult(saved.messages)
         # a message saved for the first time has no vectors to replace: its save
         # deletes nothing, which keeps every backend's write to an upsert
         new = [m.id for m in saved.messages if m.id not in saved.existing]
-        ids = {m.id for m in saved.messages}
-        followers = yield from self.semantic.followers_steps(list(ids), recall)
-        refresh = {m.id: m for m in [*stale, *followers] if m.id not in ids}
+        saved_ids = {m.id for m in saved.messages}
+        following = yield from self.semantic.followers_steps(list(saved_ids), recall)
+        refresh = {m.id: m for m in [*stale, *following] if m.id not in saved_ids}
         report = yield from self.semantic.index_steps(
             [*saved.messages, *refresh.values()],
             recall,
@@ -188,19 +248,19 @@ class Operations:
         )
         return SaveResult(
             saved.messages,
-            [i for i in report.indexed if i in ids],
-            [i for i in report.failed if i in ids],
+            [i for i in report.indexed if i in saved_ids],
+            [i for i in report.failed if i in saved_ids],
             report.error,
         )
 
     def _moving_followers(
-        self, messages: Sequence[Message], recall: SemanticRecallConfig
+        self, messages: Sequence[Message], recall: SemanticRecallConfig | None
     ) -> Steps[list[Message]]:
         """Before a save, with contextual vectors: the messages after the stored versions
         of these, whose context changes if a message moves or changes. Their ledger
         records go first, so that a crash before they are re-embedded leaves them for
         `reindex()`. Read per resource, so that nothing of another resource is touched."""
-        if not recall.context or self.semantic is None:
+        if not recall or not recall.context or self.semantic is None:
             return []
         if any(not isinstance(m, Message) for m in messages):
             return []  # the save refuses them
@@ -232,15 +292,23 @@ class Operations:
         ids = check_ids(ids, "ids")
         names = yield from self._index_names()  # in the order of delete_thread, for its reason
         config = self.config.recall_or_default
-        followers: list[Message] = []
-        if self.semantic is not None:  # their contextual vectors hold a deleted message
-            followers = yield from self.semantic.followers_steps(ids, config)
-        yield from call(Storage.forget_indexed, [*ids, *(m.id for m in followers)])
+        own = self._own_names(config)
+        # the contextual vectors of the messages after these hold their text: this
+        # memory makes its own again; those of indexes it does not write go
+        others = yield from self._others_followers(names, own, ids)
+        followers_ = []
         if self.semantic is not None:
-            yield from self.semantic.delete_vectors_steps(names, ids)
+            followers_ = yield from self.semantic.followers_steps(ids, config)
+        stale = [i for found in others.values() for i in found]
+        yield from call(Storage.forget_indexed, [*ids, *(m.id for m in followers_), *stale])
+        if self.vector is not None:
+            limit = self.vector.capabilities.max_filter_values
+            yield from delete_vectors(names, ids, max_values=limit)
+            for name, found in others.items():
+                yield from delete_vectors([name], found, max_values=limit)
         yield from call(Storage.delete_messages, ids)
-        if self.semantic is not None and followers:
-            yield from self.semantic.index_steps(followers, config)
+        if self.semantic is not None and followers_:
+            yield from self.semantic.index_steps(followers_, config)
 
     # ---- recall ------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from recallstack.core.calls import Steps, call, run
 from recallstack.core.chunking import chunk_text
 from recallstack.core.config import Fusion, MemoryConfig, SemanticRecallConfig
 from recallstack.core.cross_thread import render
+from recallstack.core.derived import context_text, contexts, digest, followers
 from recallstack.core.embedder import Embedder, index_name
 from recallstack.core.embedding_cache import CachedEmbedder
 from recallstack.core.errors import EmbeddingRefusedError, IndexNotFoundError, InvalidInputError
@@ -144,6 +145,10 @@ class SemanticRecall:
         recorded = {*(yield from call(Storage.index_names)), *filter(None, current)}
         return sorted(recorded & set((yield from call(VectorStore.list_indexes))))
 
+    def own_index_names(self, config: SemanticRecallConfig | None = None) -> set[str]:
+        """The indexes this memory writes with `config`: it can re-embed their vectors."""
+        return {self.index_name(config), *filter(None, [self.context_index_name(config)])}
+
     def _ensure_index(self, name: str, config: SemanticRecallConfig) -> Steps[None]:
         if name not in self._ready:
             dimension = self.embedder.embedder.dimension
@@ -250,28 +255,23 @@ class SemanticRecall:
     def _contexts(
         self, messages: list[Message], own: Mapping[str, list[str]], config: SemanticRecallConfig
     ) -> Steps[tuple[dict[str, list[str]], dict[str, dict[str, Any]]]]:
-        """Each message's contextual text, chunked: the `context` messages before it in
-        its thread (system messages among them left out), then its own text; and, as
-        vector metadata, the message just before it (`previous_id`), which a contextual
-        hit credits. A message with no chunks of its own (`own`) has none."""
-        n = config.context
-        windows = [Include(id=m.id, before=n, after=0) for m in messages if own[m.id]]
-        around = (yield from call(Storage.message_windows, windows)) if windows else []
-        threads: dict[str, list[Message]] = {}
-        for m in around:  # sorted; a window's messages stand right before its own
-            threads.setdefault(m.thread_id, []).append(m)
-        position = {m.id: i for ordered in threads.values() for i, m in enumerate(ordered)}
+        """Each message's contextual text, chunked (`derived.contexts`); and, as vector
+        metadata, the message just before it (`previous_id`), which a contextual hit
+        credits, and the text's digest, by which `doctor` tells a stale vector. A
+        message with no chunks of its own (`own`) has none."""
+        embedded = [m for m in messages if own[m.id]]
+        earlier = yield from contexts(embedded, config.context)
         chunks: dict[str, list[str]] = {}
         previous: dict[str, dict[str, Any]] = {}
         for m in messages:
-            earlier: list[Message] = []
-            if own[m.id] and m.id in position:
-                i = position[m.id]
-                window = threads[m.thread_id][max(0, i - n) : i]
-                earlier = [e for e in window if e.role != "system"]
-            text = "\n".join([*(e.text for e in earlier), m.text])
-            chunks[m.id] = self._chunks(text, config.chunk_overlap) if own[m.id] else []
-            previous[m.id] = {"previous_id": earlier[-1].id} if earlier else {}
+            if not own[m.id]:
+                chunks[m.id], previous[m.id] = [], {}
+                continue
+            text = context_text(earlier[m.id], m)
+            chunks[m.id] = self._chunks(text, config.chunk_overlap)
+            previous[m.id] = {"context_digest": digest(text)}
+            if earlier[m.id]:
+                previous[m.id]["previous_id"] = earlier[m.id][-1].id
         return chunks, previous
 
     def _write(
@@ -353,14 +353,8 @@ class SemanticRecall:
         config: SemanticRecallConfig,
         resource_id: str | None = None,
     ) -> Steps[list[Message]]:
-        """The messages whose contextual vectors hold one of these: up to `context` after
-        each in its thread, these aside. Their vectors change when these change."""
-        if not config.context or not ids:
-            return []
-        windows = [Include(id=i, before=0, after=config.context) for i in ids]
-        around = yield from call(Storage.message_windows, windows, resource_id=resource_id)
-        named = set(ids)
-        return [m for m in around if m.id not in named]
+        """The messages whose contextual vectors of `config` hold one of these."""
+        return (yield from followers(ids, config.context, resource_id))
 
     def chunks_of(self, message: Message, config: SemanticRecallConfig | None = None) -> list[str]:
         """What is embedded of a message: its text's chunks; none of a system message."""
@@ -394,27 +388,6 @@ class SemanticRecall:
                     Condition(("message_id",), "$in", tuple(ids)), Condition(("chunk",), "$gte", n)
                 )
                 yield from call(VectorStore.delete, name, filter=stale)
-
-    # ---- deleting --------------------------------------------------------------------
-
-    def delete_vectors(
-        self, names: Sequence[str], message_ids: Sequence[str] = (), *, thread_id: str | None = None
-    ) -> None:
-        """Delete these messages' (or this thread's) vectors in the indexes `names`
-        (`index_names()`, read before the ledger records go)."""
-        run(self.delete_vectors_steps(names, message_ids, thread_id=thread_id), self._backends)
-
-    def delete_vectors_steps(
-        self, names: Sequence[str], message_ids: Sequence[str] = (), *, thread_id: str | None = None
-    ) -> Steps[None]:
-        for name in names:
-            if thread_id is not None:
-                in_thread = Condition(("thread_id",), "$eq", thread_id)
-                yield from call(VectorStore.delete, name, filter=in_thread)
-            for ids in batched(message_ids, self.vector.capabilities.max_filter_values):
-                in_ids = Condition(("message_id",), "$in", tuple(ids))
-                yield from call(VectorStore.delete, name, filter=in_ids)
-            yield from call(VectorStore.wait_until_consistent, name)
 
     # ---- reading ---------------------------------------------------------------------
 

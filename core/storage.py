@@ -7,6 +7,7 @@ thread/resource invariants, then call the adapter's `_`-methods.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,7 +20,7 @@ from recallstack.core.errors import (
     is_positive_int,
 )
 from recallstack.core.inputs import check_id, check_ids, check_text
-from recallstack.core.keywords import query_terms
+from recallstack.core.keywords import query_terms, words
 from recallstack.core.messages import Message, as_utc, utc_now
 from recallstack.core.records import Include, MessagePage, Page, Resource, Thread, ThreadPage
 
@@ -266,6 +267,30 @@ class Storage(ABC):
         by (-score, id), of the resource (and thread)."""
         raise NotImplementedError
 
+    def word_drift(self, messages: Sequence[Message]) -> list[str]:
+        """The ids of these stored messages whose keyword-index entry is not the words of
+        their text (`keywords.words`; none for a system message): what `doctor` reports.
+        Empty where there is no keyword search."""
+        if not self.keyword_search or not messages:
+            return []
+        held = self._held_words([m.id for m in messages])
+        return [m.id for m in messages if held.get(m.id, Counter()) != _expected_words(m)]
+
+    def repair_words(self, messages: Sequence[Message]) -> None:
+        """Write these stored messages' keyword-index entries afresh from their text."""
+        if self.keyword_search and messages:
+            self._rewrite_words(list(messages))
+
+    def _held_words(self, ids: list[str]) -> dict[str, Counter[str]]:
+        """Where `keyword_search` is declared: each message's word counts as the keyword
+        index holds them (a message it holds nothing of may be left out)."""
+        raise NotImplementedError
+
+    def _rewrite_words(self, messages: list[Message]) -> None:
+        """Where `keyword_search` is declared: replace these messages' keyword entries,
+        and their resources' counts, with those of their text, in one transaction."""
+        raise NotImplementedError
+
     def delete_messages(self, ids: Sequence[str]) -> None:
         """Delete messages by id; unknown ids are ignored."""
         if ids:
@@ -396,6 +421,10 @@ class Storage(ABC):
 
     @abstractmethod
     def _index_names(self) -> list[str]: ...
+
+
+def _expected_words(message: Message) -> Counter[str]:
+    return Counter(words(message.text)) if message.role != "system" else Counter()
 
 
 def _window(page: int, per_page: int | None) -> tuple[int | None, int]:

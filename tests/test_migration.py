@@ -250,3 +250,214 @@ def test_migrate_into_a_memory_with_contextual_vectors(tmp_path: Path) -> None:
         assert name is not None and theirs.semantic.vector.describe_index(name).count == 50
         hits = theirs.search("user1", "thread 1 message 5 about bikes", top_k=1)
         assert hits[0].message.id == "t00001-m5" and hits[0].context_score is not None
+
+
+def store_digest(url: str) -> dict[str, object]:
+    """Everything a store holds that a user sees: resources, threads, messages (by
+    content), the ledger and each index's vector count."""
+    from recallstack.core.migration import message_digest, thread_digest
+    from recallstack.core.store_pages import messages_of, resources_of, threads_of
+
+    with Memory(url, url, EMBEDDER) as memory:
+        storage, store = memory.storage, memory.vector
+        assert store is not None
+        threads = {t.id: thread_digest(t) for t in threads_of(storage)}
+        return {
+            "resources": [r.model_dump(mode="json") for r in resources_of(storage)],
+            "threads": threads,
+            "messages": {
+                m.id: message_digest(m)
+                for t in threads
+                for page in messages_of(storage, t)
+                for m in page
+            },
+            "ledger": sorted((n, storage.count_unindexed(n)) for n in storage.index_names()),
+            "vectors": {n: store.describe_index(n).count for n in store.list_indexes()},
+        }
+
+
+def test_a_second_migration_copies_edits_and_removes_deletes(tmp_path: Path) -> None:
+    """Edit one message, delete one and add another in the same thread (its count
+    unchanged), change a thread's title and delete a thread: the second run copies
+    and removes exactly that, and its check compares content, not counts."""
+    source, target = f"libsql:///{tmp_path / 'a.db'}", f"libsql:///{tmp_path / 'b.db'}"
+    fill(source, threads=16, per_thread=5)
+    with Memory(source, source, EMBEDDER, {"semantic_recall": True}) as mine:
+        with Memory(target, target, EMBEDDER, {"semantic_recall": True}) as theirs:
+            assert migrate(mine, theirs).verified
+        edited = mine.storage.get_messages(["t00001-m2"])[0]
+        mine.update_messages([edited.model_copy(update={"content": "now about trains"})])
+        mine.delete_messages(["t00002-m0"])
+        mine.save_messages(
+            [Message(id="t00002-new", thread_id="t00002", role="user", content="a new one")]
+        )
+        mine.storage.update_thread("t00003", title="renamed")
+        mine.delete_thread("t00004")
+        with Memory(target, target, EMBEDDER, {"semantic_recall": True}) as theirs:
+            again = migrate(mine, theirs)
+            assert again.verified, again.problems
+            assert (again.copied_messages, again.removed_messages) == (2, 1)
+            assert (again.copied_threads, again.removed_threads) == (1, 1)
+            assert again.checked == 16 * 5 - 5
+            hits = theirs.search("user1", "now about trains", top_k=1)
+            assert hits[0].message.text == "now about trains"
+            assert theirs.storage.get_messages(["t00002-m0"]) == []
+            assert theirs.doctor().ok
+    assert store_digest(target)["messages"] == store_digest(source)["messages"]
+    assert store_digest(target)["threads"] == store_digest(source)["threads"]
+
+
+def test_the_check_lists_every_difference(tmp_path: Path) -> None:
+    """A target changed behind the migration's back: each difference is listed, and
+    the CLI exits 1."""
+    from recallstack.core.migration import Migration, verify
+
+    source, target = f"libsql:///{tmp_path / 'a.db'}", f"libsql:///{tmp_path / 'b.db'}"
+    fill(source, threads=4, per_thread=4)
+    with (
+        Memory(source, source, EMBEDDER, {"semantic_recall": True}) as mine,
+        Memory(target, target, EMBEDDER, {"semantic_recall": True}) as theirs,
+    ):
+        assert migrate(mine, theirs).verified
+        (message,) = theirs.storage.get_messages(["t00001-m1"])
+        theirs.storage.save_messages([message.model_copy(update={"metadata": {"i": 99}})])
+        theirs.storage.update_thread("t00002", title="other")
+        theirs.storage.save_messages(
+            [Message(id="stray", thread_id="t00003", role="user", content="x")]
+        )
+        assert theirs.vector is not None and theirs.semantic is not None
+        theirs.vector.delete(theirs.semantic.index_name(), ids=["t00000-m3"])
+        result = Migration()
+        verify(mine, theirs, result)
+        found = "\n".join(result.problems)
+        assert "1 messages differ in the target" in found and "'t00001-m1'" in found
+        assert "1 threads differ in the target" in found and "'t00002'" in found
+        assert "threads hold messages in the target" in found and "'t00003'" in found
+        assert "have no vectors in the target's index" in found and "'t00000-m3'" in found
+    command = ["migrate", "--from", source, "--to", target, "--embedder", EMBEDDER, "--quiet"]
+    runs = CliRunner().invoke(main, command)
+    assert runs.exit_code == 0, runs.output  # the second run puts the target right
+    assert "verified" in runs.output
+    assert store_digest(target)["messages"] == store_digest(source)["messages"]
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (lambda lines: lines.append(lines[3]), "is on line 4 already"),
+        (
+            lambda lines: lines.append(
+                {
+                    "type": "message",
+                    "data": {"id": "x", "thread_id": "nowhere", "role": "user", "content": "hi"},
+                }
+            ),
+            "thread 'nowhere' is neither in the dump",
+        ),
+        (
+            lambda lines: lines.append(
+                {
+                    "type": "message",
+                    "data": {
+                        "id": "x",
+                        "thread_id": "t00000",
+                        "resource_id": "user7",
+                        "role": "user",
+                        "content": "hi",
+                    },
+                }
+            ),
+            "differs from its thread's 'user0'",
+        ),
+        (
+            lambda lines: lines.append(
+                {"type": "thread", "data": {"id": "theirs", "resource_id": "user0"}}
+            ),
+            "thread 'theirs' belongs to another resource in the store",
+        ),
+        (
+            lambda lines: lines.append(
+                {
+                    "type": "message",
+                    "data": {
+                        "id": "their-message",
+                        "thread_id": "t00000",
+                        "role": "user",
+                        "content": "mine now",
+                    },
+                }
+            ),
+            "message 'their-message' belongs to another resource in the store",
+        ),
+    ],
+)
+def test_a_refused_import_leaves_the_store_exactly_as_it_was(
+    tmp_path: Path, change: object, why: str
+) -> None:
+    """Each refusal names the line, and is found before anything is written, even when
+    the refused line comes after hundreds of good ones."""
+    source, target = f"libsql:///{tmp_path / 'a.db'}", f"libsql:///{tmp_path / 'b.db'}"
+    fill(source, threads=3, per_thread=200)
+    with Memory(target, target, EMBEDDER, {"semantic_recall": True}) as memory:
+        memory.create_thread("stranger", thread_id="theirs")
+        memory.save_messages(
+            [Message(id="their-message", thread_id="theirs", role="user", content="private")]
+        )
+    before = store_digest(target)
+    lines = dump(source)
+    change(lines)  # type: ignore[operator]
+    path = tmp_path / "dump.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines))
+    result = CliRunner().invoke(
+        main,
+        [
+            "import",
+            "--storage",
+            target,
+            "--vector",
+            target,
+            "--embedder",
+            EMBEDDER,
+            "--quiet",
+            str(path),
+        ],
+    )
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert f"line {len(lines)}" in result.output and why in result.output
+    assert store_digest(target) == before
+
+
+@pytest.mark.parametrize("vector", [[0.0] * 16, [float("nan")] + [0.1] * 15])
+def test_a_zero_or_nan_vector_is_refused_naming_its_line(
+    tmp_path: Path, vector: list[float]
+) -> None:
+    source, target = f"libsql:///{tmp_path / 'a.db'}", f"libsql:///{tmp_path / 'b.db'}"
+    fill(source, threads=2, per_thread=3)
+    options = ["--db", str(tmp_path / "a.db"), "--embedder", EMBEDDER, "--vectors"]
+    lines = [
+        json.loads(x) for x in CliRunner().invoke(main, ["export", *options]).output.splitlines()
+    ]
+    at = max(n for n, line in enumerate(lines) if line["type"] == "vectors")
+    chunks = lines[at]["data"]["chunks"]  # type: ignore[index]
+    chunks[next(iter(chunks))] = vector
+    path = tmp_path / "dump.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines))
+    before = store_digest(target)
+    result = CliRunner().invoke(
+        main,
+        [
+            "import",
+            "--storage",
+            target,
+            "--vector",
+            target,
+            "--embedder",
+            EMBEDDER,
+            "--quiet",
+            str(path),
+        ],
+    )
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert f"line {at + 1}: the vectors of chunk" in result.output
+    assert "Traceback" not in result.output
+    assert store_digest(target) == before

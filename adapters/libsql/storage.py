@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from recallstack.adapters.ledger_sql import INDEX_NAMES
 from recallstack.adapters.libsql.database import Database
 from recallstack.adapters.libsql.word_index import FTS, LENGTHS, STATS, VOCABULARY, WordIndex
 from recallstack.core.keywords import K1, B, words
@@ -536,6 +538,27 @@ class LibSQLStorage(Storage):
         )
         return [(str(i), float(s)) for i, s in rows]
 
+    def _held_words(self, ids: list[str]) -> dict[str, Counter[str]]:
+        rows = self.db.query(
+            f"SELECT m.id, f.text FROM recallstack_messages m JOIN {FTS} f ON f.rowid = m.rowid "
+            "WHERE m.id IN (SELECT value FROM json_each(?))",
+            (json.dumps(ids),),
+        )
+        return {str(i): Counter(str(text).split(" ")) for i, text in rows}
+
+    def _rewrite_words(self, messages: list[Message]) -> None:
+        ids = json.dumps([m.id for m in messages])
+        with self.db.transaction():
+            _remove_words(self.db, ROWIDS, (ids,))
+            rowids = dict(
+                self.db.query(
+                    "SELECT id, rowid FROM recallstack_messages "
+                    "WHERE id IN (SELECT value FROM json_each(?))",
+                    (ids,),
+                )
+            )
+            _add_words(self.db, [(rowids[m.id], m) for m in messages if m.id in rowids])
+
     # ---- the index ledger ---------------------------------------------------------
 
     def _mark_indexed(self, message_ids: list[str], index_name: str) -> None:
@@ -571,5 +594,4 @@ class LibSQLStorage(Storage):
         return int(count)
 
     def _index_names(self) -> list[str]:
-        rows = self.db.query("SELECT DISTINCT index_name FROM recallstack_message_index")
-        return [r[0] for r in rows]
+        return [r[0] for r in self.db.query(INDEX_NAMES)]

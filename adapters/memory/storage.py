@@ -148,6 +148,17 @@ class InMemoryStorage(Storage):
         hits = [(i, s) for i, s in scores.items() if thread_id is None or i in in_thread]
         return sorted(hits, key=lambda hit: (-hit[1], hit[0]))[:limit]
 
+    def _held_words(self, ids: list[str]) -> dict[str, Counter[str]]:
+        with self._lock:
+            return {i: Counter(self._words[i]) for i in ids if i in self._words}
+
+    def _rewrite_words(self, messages: list[Message]) -> None:
+        with self._lock:
+            for m in messages:
+                self._words.pop(m.id, None)
+                if m.role != "system" and (found := words(m.text)):
+                    self._words[m.id] = Counter(found)
+
     def _mark_indexed(self, message_ids: list[str], index_name: str) -> None:
         with self._lock:
             for i in message_ids:

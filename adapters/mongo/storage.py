@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from recallstack.adapters.mongo.connection import Connection
-from recallstack.adapters.mongo.documents import field_name
+from recallstack.adapters.mongo.documents import field_name, key_name
 from recallstack.core.batching import batched
 from recallstack.core.keywords import score, words
 from recallstack.core.messages import Message
@@ -353,6 +353,28 @@ class MongoStorage(Storage):
                 upsert=True,
                 session=session,
             )
+
+    def _held_words(self, ids: list[str]) -> dict[str, Counter[str]]:
+        with self.connection.wrapped():
+            return {
+                str(d["_id"]): Counter({key_name(k): int(n) for k, n in d.get("words", {}).items()})
+                for chunk in batched(ids, CHUNK)
+                for d in self.messages.find({"_id": {"$in": chunk}}, {"words": 1})
+            }
+
+    def _rewrite_words(self, messages: list[Message]) -> None:
+        with self.connection.transaction() as session:
+            for chunk in batched(messages, CHUNK):
+                query = {"_id": {"$in": [m.id for m in chunk]}}
+                stored = {d["_id"] for d in self.messages.find(query, {"_id": 1}, session=session)}
+                self._uncount(query, session)
+                documents = [_message_document(m) for m in chunk if m.id in stored]
+                for d in documents:
+                    words_only = {"words": d["words"], "length": d["length"]}
+                    self.messages.update_one(
+                        {"_id": d["_id"]}, {"$set": words_only}, session=session
+                    )
+                self._count([(d["resource_id"], d["length"]) for d in documents], 1, session)
 
     def _search_words(
         self, terms: list[str], resource_id: str, thread_id: str | None, limit: int

@@ -6,6 +6,7 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
+from recallstack.adapters.ledger_sql import INDEX_NAMES
 from recallstack.adapters.pg.database import Database
 from recallstack.core.keywords import K1, B, words
 from recallstack.core.messages import Message
@@ -408,6 +409,23 @@ class PgStorage(Storage):
             cur.execute("DELETE FROM recallstack_messages WHERE id = ANY(%s)", (ids,))
             cur.execute("DELETE FROM recallstack_message_index WHERE message_id = ANY(%s)", (ids,))
 
+    def _held_words(self, ids: list[str]) -> dict[str, Counter[str]]:
+        rows = self.db.query(
+            f"SELECT message_id, words FROM {WORDS} WHERE message_id = ANY(%s)", (ids,)
+        )
+        return {str(i): Counter(counts) for i, counts in rows}
+
+    def _rewrite_words(self, messages: list[Message]) -> None:
+        with self.db.cursor(transaction=True) as cur:
+            _remove_words(cur, "message_id = ANY(%s)", ([m.id for m in messages],))
+            cur.execute(
+                "SELECT id FROM recallstack_messages WHERE id = ANY(%s)",
+                ([m.id for m in messages],),
+            )
+            stored = {row[0] for row in cur.fetchall()}
+            _add_words(cur, [m for m in messages if m.id in stored])
+        self.db.wrote(("recallstack_message_words",), len(messages))
+
     def _search_words(
         self, terms: list[str], resource_id: str, thread_id: str | None, limit: int
     ) -> list[tuple[str, float]]:
@@ -465,6 +483,4 @@ class PgStorage(Storage):
         return int(count)
 
     def _index_names(self) -> list[str]:
-        return [
-            r[0] for r in self.db.query("SELECT DISTINCT index_name FROM recallstack_message_index")
-        ]
+        return [r[0] for r in self.db.query(INDEX_NAMES)]

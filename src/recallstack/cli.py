@@ -286,6 +286,54 @@ def reindex(stores: tuple[str, str, str], batch_size: int, quiet: bool) -> None:
 
 @main.command()
 @memory_options
+@click.option("--repair", is_flag=True, help="Fix what is found, then check again.")
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+def doctor(stores: tuple[str, str, str], repair: bool, as_json: bool, quiet: bool) -> None:
+    """Check that every vector, index record and word entry agrees with its message:
+    messages recorded as indexed without vectors, vectors without a message, stale
+    contextual vectors, keyword-index drift. Exits 1 when any is left (after --repair,
+    when the repair could not fix it)."""
+    memory = open_memory(stores)
+    with progress_of("doctor", quiet) as progress:
+        found = memory.doctor(progress=progress)
+    fixed = memory.doctor(repair=True) if repair and not found.ok else None
+    final = fixed or found
+    if as_json:
+        click.echo(
+            json.dumps({"found": found.summary(), "after_repair": fixed and fixed.summary()})
+        )
+    else:
+        click.echo(_checkup_line(found))
+        if fixed is not None:
+            click.echo(f"after repair: {_checkup_line(fixed)}")
+        for left in final.left:
+            click.echo(f"left: {left}")
+    if not final.ok:
+        sys.exit(EXIT_FAILURE)
+
+
+def _checkup_line(found: Any) -> str:
+    figures = found.summary()
+    parts = [
+        f"{sum(figures[key].values())} {label}"
+        for key, label in (
+            ("missing_vectors", "messages without their vectors"),
+            ("orphan_vectors", "vectors without a message"),
+            ("stale_vectors", "stale vectors"),
+        )
+    ]
+    waiting = sum(figures["not_indexed"].values())
+    return (
+        f"{figures['messages']} messages in {len(figures['indexes'])} indexes: "
+        f"{', '.join(parts)}, {figures['word_drift']} word-index entries drifted; "
+        f"{'no drift' if found.ok else f'drift {found.drift}'}"
+        + (f" ({waiting} not indexed yet: run `recallstack reindex`)" if waiting else "")
+    )
+
+
+@main.command()
+@memory_options
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="A file instead of stdout.")
 @click.option(
     "--vectors", is_flag=True, help="Also write the vectors of --embedder's index, for import."
@@ -330,7 +378,7 @@ def import_(stores: tuple[str, str, str], dump: str, quiet: bool) -> None:
     memory = open_memory(stores)
     with progress_of("import", quiet) as progress:
         saved = import_records(memory, found, progress)
-    records = sum(kind in ("resource", "thread") for kind, _ in found)
+    records = sum(kind in ("resource", "thread") for kind, _, _ in found)
     click.echo(
         f"imported {records} threads and resources, {saved.messages} messages "
         f"({saved.with_vectors} with the dump's vectors)"

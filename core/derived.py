@@ -1,0 +1,111 @@
+"""What a message's vectors are derived from, so that an edit or a delete reaches them all.
+
+A message has vectors in a plain index (one per chunk of its text) and, where a
+memory embeds context, in a contextual index named `<plain>_context<n>`: its
+text after the `n` messages before it. A contextual vector so depends on other
+messages (its *followers'* vectors depend on it), and carries a digest of the
+text it was made from, so that a stale one can be told from a current one
+(`recallstack doctor`). These functions are used by every Memory, whichever
+indexes it writes itself, and by the doctor.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Sequence
+
+from recallstack.core.batching import batched
+from recallstack.core.calls import Steps, call
+from recallstack.core.errors import IndexNotFoundError
+from recallstack.core.filters import Condition
+from recallstack.core.messages import Message
+from recallstack.core.records import Include
+from recallstack.core.storage import Storage
+from recallstack.core.vector_store import VectorStore
+
+_CONTEXT = re.compile(r"_context(\d+)$")
+
+
+def context_size(index_name: str) -> int | None:
+    """How many earlier messages a contextual index's vectors hold (None: a plain index)."""
+    found = _CONTEXT.search(index_name)
+    return int(found.group(1)) if found else None
+
+
+def context_text(earlier: Iterable[Message], message: Message) -> str:
+    """The text a contextual vector embeds: the earlier messages' text, then its own."""
+    return "\n".join([*(e.text for e in earlier), message.text])
+
+
+def digest(text: str) -> str:
+    """A short, stable fingerprint of the text a vector was made from."""
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=8).hexdigest()
+
+
+def contexts(
+    messages: Sequence[Message], size: int, resource_id: str | None = None
+) -> Steps[dict[str, list[Message]]]:
+    """Each message's context: the up to `size` messages before it in its thread, system
+    messages left out (they are never embedded)."""
+    if not messages:
+        return {}
+    windows = [Include(id=m.id, before=size, after=0) for m in messages]
+    around = yield from call(Storage.message_windows, windows, resource_id=resource_id)
+    threads: dict[str, list[Message]] = {}
+    for m in around:  # sorted; a window's messages stand right before its own
+        threads.setdefault(m.thread_id, []).append(m)
+    position = {m.id: i for ordered in threads.values() for i, m in enumerate(ordered)}
+    found: dict[str, list[Message]] = {}
+    for m in messages:
+        if m.id in position:
+            i = position[m.id]
+            window = threads[m.thread_id][max(0, i - size) : i]
+            found[m.id] = [e for e in window if e.role != "system"]
+        else:
+            found[m.id] = []
+    return found
+
+
+def followers(
+    ids: Sequence[str], size: int, resource_id: str | None = None
+) -> Steps[list[Message]]:
+    """The messages whose contextual vectors (of `size`) hold one of these: up to `size`
+    after each in its thread, these aside."""
+    if not size or not ids:
+        return []
+    windows = [Include(id=i, before=0, after=size) for i in ids]
+    around = yield from call(Storage.message_windows, windows, resource_id=resource_id)
+    named = set(ids)
+    return [m for m in around if m.id not in named]
+
+
+def delete_vectors(
+    names: Sequence[str],
+    message_ids: Sequence[str] = (),
+    *,
+    thread_id: str | None = None,
+    max_values: int,
+) -> Steps[None]:
+    """Delete these messages' (or this thread's) vectors, every chunk, in the indexes
+    `names` (one that no longer exists is passed over); `max_values` is the vector
+    store's bound on an `$in` list."""
+    for name in names:
+        try:
+            if thread_id is not None:
+                in_thread = Condition(("thread_id",), "$eq", thread_id)
+                yield from call(VectorStore.delete, name, filter=in_thread)
+            for ids in batched(message_ids, max_values):
+                in_ids = Condition(("message_id",), "$in", tuple(ids))
+                yield from call(VectorStore.delete, name, filter=in_ids)
+            yield from call(VectorStore.wait_until_consistent, name)
+        except IndexNotFoundError:
+            continue  # recorded in the ledger, since deleted: nothing to delete there
+
+
+def recorded_indexes() -> Steps[list[str]]:
+    """The indexes that hold vectors of this storage's messages: those its ledger
+    names that the vector store has."""
+    recorded = yield from call(Storage.index_names)
+    existing = yield from call(VectorStore.list_indexes)
+    return sorted(set(recorded) & set(existing))
