@@ -273,7 +273,9 @@ def storage(opened_storage: Any, backend_api: Any) -> Any:
 
 
 @contextmanager
-def _twin(request: pytest.FixtureRequest, store: Any, target: Any) -> Iterator[Any]:
+def paired(request: pytest.FixtureRequest, store: Any, target: Any) -> Iterator[Any]:
+    """The store paired with the reference (`Twin`), its report labelled with the target;
+    the indexes the pair made are removed afterwards."""
     from recallstack.conformance.twin import Twin
 
     _label(request, target, approximate=not store.capabilities.exact)
@@ -287,7 +289,7 @@ def _twin(request: pytest.FixtureRequest, store: Any, target: Any) -> Iterator[A
 @pytest.fixture
 def twin(request: pytest.FixtureRequest, vector_store: Any, vector_target: Any) -> Iterator[Any]:
     """The backend paired with the reference; indexes it creates are removed afterwards."""
-    with _twin(request, vector_store, vector_target) as pair:
+    with paired(request, vector_store, vector_target) as pair:
         yield pair
 
 
@@ -333,7 +335,7 @@ def memory_over_vector(
     from recallstack.adapters.memory.storage import InMemoryStorage
     from recallstack.embedders.hashing import HashEmbedder
 
-    with _twin(request, opened_vector_store, vector_target) as pair:
+    with paired(request, opened_vector_store, vector_target) as pair:
         name = pair.index(32)
         options = {"semantic_recall": {"index_name": name}}
         yield memory_api(InMemoryStorage(), pair.store, HashEmbedder(32), options)

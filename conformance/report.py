@@ -23,6 +23,7 @@ GROUPS: dict[str, str] = {
     "test_concurrency": "9. Concurrency",
     "test_scale": "10. Scale",
     "test_tenant_isolation": "11. Tenant isolation",
+    "test_memory_lifecycle": "12. Memory lifecycle",
 }
 """Case module → the group it reports to (two modules make up groups 5 and 7)."""
 GROUP_NAMES = list(dict.fromkeys(GROUPS.values()))

@@ -20,6 +20,7 @@ from typing import Any
 from recallstack.core.awaiting import greenlet_installed, greenlet_spawn
 from recallstack.core.calls import arun
 from recallstack.core.config import MemoryConfig
+from recallstack.core.doctor import Checkup
 from recallstack.core.embedder import Embedder
 from recallstack.core.embedding_cache import CachedEmbedder
 from recallstack.core.memory import Memory, backends_from_env
@@ -232,6 +233,16 @@ class AsyncMemory:
     ) -> ReindexResult:
         """`Memory.reindex`; `progress` is called on the event loop."""
         return await arun(self._ops.reindex(batch_size, progress), self._backends)
+
+    async def doctor(self, *, repair: bool = False) -> Checkup:
+        """`Memory.doctor`, in a worker thread: a `Memory` over the same stores and
+        configuration reads them blocking (a one-off walk of the whole store)."""
+        embedder = self.semantic.embedder.embedder if self.semantic is not None else None
+        memory = Memory(self.storage, self.vector, embedder, self.config)
+        try:
+            return await asyncio.to_thread(memory.doctor, repair=repair)
+        finally:
+            memory.close()
 
 
 class AwaitedProcessor:

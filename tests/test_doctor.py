@@ -1,0 +1,119 @@
+"""`Memory.doctor()` and `recallstack doctor`: each kind of drift found, named and repaired,
+on every backend; a memory without an embedder repairs what needs no model."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from backends import BACKENDS, make_backends
+from click.testing import CliRunner
+
+from recallstack import Memory, Message
+from recallstack.cli import EXIT_FAILURE, main
+from recallstack.embedders.hashing import HashEmbedder
+
+T0 = datetime(2024, 2, 1, tzinfo=UTC)
+CONTEXT = {"semantic_recall": {"hybrid": {"context": 1}}}
+PLAIN = {"semantic_recall": True}
+
+
+def seed(memory: Memory, count: int = 40) -> None:
+    memory.create_thread("r", thread_id="t")
+    memory.save_messages(
+        [
+            Message(
+                id=f"m{i:03d}",
+                thread_id="t",
+                role="user",
+                content=f"message {i} about topic{i}",
+                created_at=T0 + timedelta(seconds=i),
+            )
+            for i in range(count)
+        ]
+    )
+
+
+def damage(memory: Memory) -> None:
+    """What an older version, a crash or a write around recallstack leaves: vectors of
+    deleted messages, a text changed with its vectors kept (and recorded current), and
+    a keyword entry of another text."""
+    storage = memory.storage
+    assert memory.semantic is not None
+    storage.delete_messages(["m003", "m020"])  # storage alone: their vectors stay
+    (edited,) = storage.get_messages(["m010"])
+    storage.save_messages([edited.model_copy(update={"content": "something else entirely"})])
+    for name in memory.semantic.own_index_names():
+        storage.mark_indexed(["m010"], name)  # as if its vectors were current
+    (other,) = storage.get_messages(["m030"])
+    if storage.keyword_search:
+        storage._rewrite_words([other.model_copy(update={"content": "words of another text"})])
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_each_drift_is_found_then_repaired(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    storage, vector = make_backends(kind, request, tmp_path)
+    options = CONTEXT if storage.keyword_search else PLAIN
+    with Memory(storage, vector, HashEmbedder(16), options) as memory:
+        seed(memory)
+        assert memory.doctor().ok
+        damage(memory)
+        found = memory.doctor()
+        assert memory.semantic is not None
+        plain = memory.semantic.index_name()
+        assert sorted(found.orphans[plain]) == ["m003", "m020"]
+        context = memory.semantic.context_index_name()
+        if context is not None:
+            # m010's own contextual vector and its follower's hold the old text;
+            # the followers of the deleted ones hold theirs
+            assert sorted(found.stale[context]) == ["m004", "m010", "m011", "m021"]
+            assert found.words == ["m030"]
+        assert not found.ok and found.drift >= 2
+        repaired = memory.doctor(repair=True)
+        assert repaired.ok, repaired.summary()
+        assert repaired.unindexed == dict.fromkeys(repaired.indexes, 0)
+        hits = memory.search("r", "something else entirely", top_k=1)
+        assert hits[0].message.id == "m010"
+        assert memory.doctor().ok
+
+
+def test_a_memory_without_an_embedder_deletes_orphans_and_says_what_is_left(
+    tmp_path: Path,
+) -> None:
+    url = f"libsql:///{tmp_path / 'm.db'}"
+    with Memory(url, url, HashEmbedder(16), CONTEXT) as memory:
+        seed(memory)
+        damage(memory)
+    with Memory(url, url) as bare:  # no embedder, the vector store given
+        repaired = bare.doctor(repair=True)
+        assert not repaired.orphans or not any(repaired.orphans.values())
+        assert repaired.ok  # what it cannot embed is left unindexed, not stale
+        assert repaired.left and "reindex()" in repaired.left[0]
+    with Memory(url, url, HashEmbedder(16), CONTEXT) as memory:
+        assert memory.reindex().indexed > 0
+        checkup = memory.doctor()
+        assert checkup.ok and not any(checkup.unindexed.values())
+
+
+def test_the_command_exits_1_on_drift_and_0_once_repaired(tmp_path: Path) -> None:
+    url = f"libsql:///{tmp_path / 'c.db'}"
+    with Memory(url, url, HashEmbedder(16), CONTEXT) as memory:
+        seed(memory)
+        damage(memory)
+    args = ["doctor", "--db", str(tmp_path / "c.db"), "--embedder", "hash/16", "--quiet"]
+    runner = CliRunner()
+    found = runner.invoke(main, args)
+    assert found.exit_code == EXIT_FAILURE, found.output
+    assert "4 vectors without a message, 4 stale vectors" in found.output  # 2 indexes
+    assert "1 word-index entries drifted" in found.output
+    repaired = runner.invoke(main, [*args, "--repair"])
+    assert repaired.exit_code == 0, repaired.output
+    (after,) = [line for line in repaired.output.splitlines() if line.startswith("after repair:")]
+    assert "; no drift" in after
+    # the command's memory does not embed context: what it cannot make is left, and said
+    assert "left: " in repaired.output and "_context1" in repaired.output
+    again = runner.invoke(main, args)
+    assert again.exit_code == 0 and "no drift" in again.output
