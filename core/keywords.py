@@ -2,7 +2,8 @@
 
 The keyword signal of hybrid recall. Words are runs of letters and digits,
 lowercased, with diacritics removed (the rule of SQLite FTS5's `unicode61
-remove_diacritics 2` tokenizer, so LibSQL and the reference agree). BM25 is
+remove_diacritics 2` tokenizer, near enough). Every backend keeps these words
+as they are, LibSQL's FTS5 included, so every path finds the same words. BM25 is
 FTS5's: k1 = 1.2, b = 0.75, idf = ln((N - n + 0.5) / (n + 0.5)) and at least
 1e-6, with N, n and the mean length taken over the resource's own messages:
 one user's words never change another's ranking.

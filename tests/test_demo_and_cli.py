@@ -39,6 +39,10 @@ def test_demo_command_runs_offline_and_reruns_cleanly(tmp_path: Path) -> None:
     second = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
     assert second.returncode == 0, second.stderr[-3000:]
     assert second.stdout == first.stdout
+    doctor = [*command[:3], "doctor", "--db", str(tmp_path / "local.db"), "--quiet"]
+    checked = subprocess.run(doctor, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr[-3000:]
+    assert "; no drift" in checked.stdout and "in 1 index:" in checked.stdout
 
 
 @pytest.fixture

@@ -117,3 +117,45 @@ def test_the_command_exits_1_on_drift_and_0_once_repaired(tmp_path: Path) -> Non
     assert "left: " in repaired.output and "_context1" in repaired.output
     again = runner.invoke(main, args)
     assert again.exit_code == 0 and "no drift" in again.output
+
+
+def test_a_delete_in_another_process_without_an_embedder_leaves_nothing_stale(
+    tmp_path: Path,
+) -> None:
+    """The writer embeds context; another process, with no embedder at all, deletes a
+    message: its text is searchable nowhere, and the writer's reindex() makes the
+    follower's contextual vector again."""
+    import subprocess
+    import sys
+
+    url = f"libsql:///{tmp_path / 'p.db'}"
+    with Memory(url, url, HashEmbedder(16), CONTEXT) as memory:
+        seed(memory, 6)
+        memory.save_messages(
+            [
+                Message(
+                    id="m002",
+                    thread_id="t",
+                    role="user",
+                    content="zanzibar holiday",
+                    created_at=T0 + timedelta(seconds=2),
+                )
+            ]
+        )
+        assert memory.search("r", "zanzibar", top_k=1)[0].message.id == "m002"
+        held = {h.message.id: h.context_score for h in memory.search("r", "zanzibar holiday")}
+        assert (held["m003"] or 0) > 0.3  # its contextual vector holds m002's text
+    script = (
+        "from recallstack import Memory\n"
+        f"with Memory({url!r}, {url!r}) as m: m.delete_messages(['m002'])\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True)
+    with Memory(url, url, HashEmbedder(16), CONTEXT) as memory:
+        assert memory.doctor().ok
+        assert all("zanzibar" not in h.message.text for h in memory.search("r", "zanzibar"))
+        assert not [h for h in memory.search("r", "zanzibar") if h.keyword_score]
+        after = memory.search("r", "zanzibar holiday")
+        assert all((h.context_score or 0) < 0.3 for h in after)
+        assert memory.reindex().indexed == 1  # m003, whose context was m002
+        checkup = memory.doctor()
+        assert checkup.ok and not any(checkup.unindexed.values())

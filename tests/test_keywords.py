@@ -1,4 +1,4 @@
-"""core/keywords.py: the words of a text, as SQLite FTS5's unicode61 tokenizer splits them."""
+"""core/keywords.py: the words of a text, which every backend's keyword index holds."""
 
 from __future__ import annotations
 

@@ -325,7 +325,8 @@ def _checkup_line(found: Any) -> str:
     ]
     waiting = sum(figures["not_indexed"].values())
     return (
-        f"{figures['messages']} messages in {len(figures['indexes'])} indexes: "
+        f"{figures['messages']} messages in {len(figures['indexes'])} "
+        f"{'index' if len(figures['indexes']) == 1 else 'indexes'}: "
         f"{', '.join(parts)}, {figures['word_drift']} word-index entries drifted; "
         f"{'no drift' if found.ok else f'drift {found.drift}'}"
         + (f" ({waiting} not indexed yet: run `recallstack reindex`)" if waiting else "")
