@@ -8,7 +8,6 @@ alike. Every failure is an `InvalidInputError` that names the argument.
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Annotated, Any
 
@@ -22,8 +21,6 @@ MAX_DEPTH = 32
 """Nesting of objects and lists in a metadata document."""
 MAX_QUERY_LENGTH = 100_000
 """Characters in a recall query (`vector_search_string`): about 25,000 tokens."""
-MAX_DOCUMENT_SIZE = 1_000_000
-"""Characters of a JSON document (metadata, tool-call arguments, a tool result) as JSON."""
 
 
 def check_text(value: str, name: str) -> str:
@@ -59,19 +56,7 @@ def check_ids(values: Any, name: str) -> list[str]:
 
 def check_json(value: Any, name: str, depth: int = 0) -> Any:
     """A JSON document as every backend stores it: objects with string keys, lists,
-    text, finite numbers, booleans and null, at most `MAX_DEPTH` deep and
-    `MAX_DOCUMENT_SIZE` characters long as JSON."""
-    checked = _check_json(value, name, depth)
-    if depth == 0 and isinstance(value, dict | list):
-        size = len(json.dumps(value, ensure_ascii=False))
-        if size > MAX_DOCUMENT_SIZE:
-            raise InvalidInputError(
-                f"{name}: {size:,} characters as JSON, more than {MAX_DOCUMENT_SIZE:,}"
-            )
-    return checked
-
-
-def _check_json(value: Any, name: str, depth: int) -> Any:
+    text, finite numbers, booleans and null, at most `MAX_DEPTH` deep."""
     if value is None or isinstance(value, bool | int):
         return value
     if isinstance(value, str):
@@ -87,11 +72,11 @@ def _check_json(value: Any, name: str, depth: int) -> Any:
             if not isinstance(key, str):
                 raise InvalidInputError(f"{name}: keys must be strings, got {key!r}")
             check_text(key, f"{name} key {key[:40]!r}")
-            _check_json(item, f"{name}.{key}", depth + 1)
+            check_json(item, f"{name}.{key}", depth + 1)
         return value
     if isinstance(value, list):
         for n, item in enumerate(value):
-            _check_json(item, f"{name}[{n}]", depth + 1)
+            check_json(item, f"{name}[{n}]", depth + 1)
         return value
     raise InvalidInputError(
         f"{name}: {type(value).__name__} is not JSON "
