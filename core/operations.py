@@ -145,11 +145,19 @@ class Operations:
         self, thread_id: str, title: str | None, metadata: Mapping[str, Any] | None
     ) -> Steps[ThreadUpdateResult]:
         clean = None if metadata is None else normalize_metadata(metadata, "thread metadata")
-        if clean is None or self.semantic is None:
+        if clean is None or self.vector is None:
             updated = yield from call(Storage.update_thread, thread_id, title=title, metadata=clean)
             return ThreadUpdateResult(updated)
+        # every vector carries its thread's metadata: those of indexes this memory does
+        # not write go (their ledger records first), for a `reindex()` that writes them
+        names = yield from self._index_names()
+        others = [n for n in names if n not in self._own_names(self.config.recall_or_default)]
         yield from call(Storage.forget_indexed, thread_id=thread_id)
         thread = yield from call(Storage.update_thread, thread_id, title=title, metadata=clean)
+        limit = self.vector.capabilities.max_filter_values
+        yield from delete_vectors(others, thread_id=thread_id, max_values=limit)
+        if self.semantic is None:
+            return ThreadUpdateResult(thread)
         messages = (yield from call(Storage.list_messages, thread_id)).items
         report = yield from self.semantic.index_steps(
             messages, self.config.recall_or_default, threads={thread.id: thread}
@@ -218,7 +226,7 @@ class Operations:
         thread_config: Mapping[str, Any] | None,
         known: Mapping[str, Sequence[float]] | None = None,
     ) -> Steps[SaveResult]:
-        recall = self.config.merged(thread_config).semantic_recall
+        recall = self.config.merged(thread_config).semantic_recall or None
         own = self._own_names(recall)
         # the ledger's names are cheap to read; only indexes others write cost more
         names = (yield from call(Storage.index_names)) if self.vector is not None else []

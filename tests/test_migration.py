@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -276,6 +277,14 @@ def store_digest(url: str) -> dict[str, object]:
         }
 
 
+def import_dump(lines: list[dict[str, object]], target: str, folder: Path) -> Any:
+    """`recallstack import` of these dump lines into the target's storage and vectors."""
+    path = folder / "dump.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines))
+    options = ["--storage", target, "--vector", target, "--embedder", EMBEDDER, "--quiet"]
+    return CliRunner().invoke(main, ["import", *options, str(path)])
+
+
 def test_a_second_migration_copies_edits_and_removes_deletes(tmp_path: Path) -> None:
     """Edit one message, delete one and add another in the same thread (its count
     unchanged), change a thread's title and delete a thread: the second run copies
@@ -406,22 +415,7 @@ def test_a_refused_import_leaves_the_store_exactly_as_it_was(
     before = store_digest(target)
     lines = dump(source)
     change(lines)  # type: ignore[operator]
-    path = tmp_path / "dump.jsonl"
-    path.write_text("\n".join(json.dumps(line) for line in lines))
-    result = CliRunner().invoke(
-        main,
-        [
-            "import",
-            "--storage",
-            target,
-            "--vector",
-            target,
-            "--embedder",
-            EMBEDDER,
-            "--quiet",
-            str(path),
-        ],
-    )
+    result = import_dump(lines, target, tmp_path)
     assert result.exit_code == EXIT_USAGE, result.output
     assert f"line {len(lines)}" in result.output and why in result.output
     assert store_digest(target) == before
@@ -440,23 +434,8 @@ def test_a_zero_or_nan_vector_is_refused_naming_its_line(
     at = max(n for n, line in enumerate(lines) if line["type"] == "vectors")
     chunks = lines[at]["data"]["chunks"]  # type: ignore[index]
     chunks[next(iter(chunks))] = vector
-    path = tmp_path / "dump.jsonl"
-    path.write_text("\n".join(json.dumps(line) for line in lines))
     before = store_digest(target)
-    result = CliRunner().invoke(
-        main,
-        [
-            "import",
-            "--storage",
-            target,
-            "--vector",
-            target,
-            "--embedder",
-            EMBEDDER,
-            "--quiet",
-            str(path),
-        ],
-    )
+    result = import_dump(lines, target, tmp_path)
     assert result.exit_code == EXIT_USAGE, result.output
     assert f"line {at + 1}: the vectors of chunk" in result.output
     assert "Traceback" not in result.output

@@ -29,6 +29,7 @@ class InMemoryStorage(Storage):
         self._messages: dict[str, Message] = {}
         self._words: dict[str, Counter[str]] = {}  # message id -> its words (not system's)
         self._indexed: dict[str, set[str]] = {}  # message id -> index names
+        self._recorded: Counter[str] = Counter()  # index name -> messages recorded there
         self._lock = threading.RLock()
 
     def _get_resource(self, resource_id: str) -> Resource | None:
@@ -55,7 +56,7 @@ class InMemoryStorage(Storage):
             self._threads.pop(thread_id, None)
             for m in [m for m in self._messages.values() if m.thread_id == thread_id]:
                 del self._messages[m.id]
-                self._indexed.pop(m.id, None)
+                self._unrecord(m.id)
                 self._words.pop(m.id, None)
 
     def _list_threads(
@@ -80,7 +81,7 @@ class InMemoryStorage(Storage):
         with self._lock:
             for m in messages:
                 self._messages[m.id] = m
-                self._indexed.pop(m.id, None)
+                self._unrecord(m.id)
                 self._words.pop(m.id, None)
                 if m.role != "system" and (found := words(m.text)):
                     self._words[m.id] = Counter(found)
@@ -131,7 +132,7 @@ class InMemoryStorage(Storage):
         with self._lock:
             for i in ids:
                 self._messages.pop(i, None)
-                self._indexed.pop(i, None)
+                self._unrecord(i)
                 self._words.pop(i, None)
 
     def _search_words(
@@ -159,18 +160,25 @@ class InMemoryStorage(Storage):
                 if m.role != "system" and (found := words(m.text)):
                     self._words[m.id] = Counter(found)
 
+    def _unrecord(self, message_id: str) -> None:
+        """Drop a message's ledger records (the lock held)."""
+        self._recorded.subtract(self._indexed.pop(message_id, ()))
+
     def _mark_indexed(self, message_ids: list[str], index_name: str) -> None:
         with self._lock:
             for i in message_ids:
-                self._indexed.setdefault(i, set()).add(index_name)
+                names = self._indexed.setdefault(i, set())
+                if index_name not in names:
+                    names.add(index_name)
+                    self._recorded[index_name] += 1
 
     def _forget_indexed(self, message_ids: list[str], thread_id: str | None) -> None:
         with self._lock:
             for i in message_ids:
-                self._indexed.pop(i, None)
+                self._unrecord(i)
             if thread_id is not None:
                 for m in self._thread_messages(thread_id):
-                    self._indexed.pop(m.id, None)
+                    self._unrecord(m.id)
 
     def _unindexed(
         self, index_name: str, limit: int, after: tuple[datetime, str] | None
@@ -190,4 +198,4 @@ class InMemoryStorage(Storage):
 
     def _index_names(self) -> list[str]:
         with self._lock:
-            return list({n for names in self._indexed.values() for n in names})
+            return [name for name, count in self._recorded.items() if count > 0]

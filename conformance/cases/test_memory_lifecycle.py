@@ -2,8 +2,8 @@
 
 One memory writes two threads (with or without contextual vectors and the
 keyword side); a second memory, configured otherwise (no embedder, plain
-semantic recall, contextual vectors), edits, deletes, moves or saves again.
-Then the doctor finds no drift, and once the writer has run `reindex()` its
+semantic recall, contextual vectors), edits, deletes, moves or saves again
+messages, or changes a thread's metadata (which every vector carries). Then the doctor finds no drift, and once the writer has run `reindex()` its
 searches equal those of a memory built afresh from what is stored now: no
 vector, contextual vector or word entry still holds a text that is gone.
 Each case runs with the backend as vector store and as storage, through
@@ -30,7 +30,7 @@ CONFIGS: dict[str, dict[str, Any] | None] = {
     "context": {"hybrid": {"context": 1}},
 }
 WRITERS = ["plain", "context"]
-OPERATIONS = ["edit", "delete", "move", "resave"]
+OPERATIONS = ["edit", "delete", "move", "resave", "metadata"]
 
 
 def _messages(resource: str) -> list[Message]:
@@ -64,6 +64,8 @@ def _operate(memory: Any, operation: str, resource: str) -> None:
         memory.update_messages([old.model_copy(update={"content": "a glacier hike instead"})])
     elif operation == "delete":
         memory.delete_messages([a2, a3])
+    elif operation == "metadata":  # every vector of the thread carries its metadata
+        memory.update_thread(f"{resource}-t1", metadata={"topic": "japan"})
     elif operation == "move":
         (old,) = memory.storage.get_messages([a2])
         memory.save_messages([old.model_copy(update={"thread_id": f"{resource}-t2"})])
@@ -127,10 +129,16 @@ def _lifecycle(
                     _options(writer_name, index),
                 )
                 for thread in ("t1", "t2"):
-                    fresh.create_thread(case, thread_id=f"{case}-{thread}")
+                    now = storage.get_thread(f"{case}-{thread}")
+                    fresh.create_thread(case, thread_id=now.id, metadata=now.metadata)
                 fresh.save_messages(stored)
-                for query in [*WORDS, "glacier hike", "note2 note3"]:
-                    got, want = (_signals(m.search(case, query)) for m in (writer, fresh))
+                for query, where_ in [
+                    *((q, None) for q in [*WORDS, "glacier hike", "note2 note3"]),
+                    ("kyoto temples", {"topic": "japan"}),
+                ]:
+                    got, want = (
+                        _signals(m.search(case, query, filter=where_)) for m in (writer, fresh)
+                    )
                     where = (writer_name, other_name, operation, query)
                     if exact:
                         assert got.keys() == want.keys(), where
