@@ -3,7 +3,8 @@
 One memory writes two threads (with or without contextual vectors and the
 keyword side); a second memory, configured otherwise (no embedder, plain
 semantic recall, contextual vectors), edits, deletes, moves or saves again
-messages, or changes a thread's metadata (which every vector carries). Then the doctor finds no drift, and once the writer has run `reindex()` its
+messages, or changes a thread's metadata (which every vector carries). Then
+the doctor finds no drift, and once the writer has run `reindex()` its
 searches equal those of a memory built afresh from what is stored now: no
 vector, contextual vector or word entry still holds a text that is gone.
 Each case runs with the backend as vector store and as storage, through
