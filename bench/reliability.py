@@ -56,6 +56,7 @@ import numpy as np
 from recallstack import Memory, Message
 from recallstack.core.batching import batched
 from recallstack.core.chunking import chunk_text
+from recallstack.core.derived import digest
 from recallstack.core.errors import BackendError, IndexNotFoundError, RecallstackError
 from recallstack.core.metadata import epoch_ms
 from recallstack.core.semantic_recall import chunk_id
@@ -155,6 +156,8 @@ def audit(mem: Memory, journal: set[str]) -> tuple[int, int, int, int]:
                         "role": m.role,
                         "created_at": epoch_ms(m.created_at),
                     }
+                    if contextual and semantic.chunks_of(m):
+                        common["context_digest"] = digest(text)
                     if contextual and m.id in previous:
                         common["previous_id"] = previous[m.id].id
                     for k, chunk in enumerate(chunks):
