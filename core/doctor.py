@@ -89,7 +89,9 @@ def examine(memory: Memory, progress: Progress | None = None) -> Checkup:
     unindexed = {name: _unindexed(memory, name) for name in names}
     result.unindexed = {name: len(ids) for name, ids in unindexed.items()}
     seen = dict.fromkeys(names, 0)
-    total = sum(storage.list_messages(t.id, per_page=0).total for t in threads_of(storage))
+    total = 0
+    if progress is not None:  # a count per thread: read only for the progress it shows
+        total = sum(storage.list_messages(t.id, per_page=0).total for t in threads_of(storage))
     for thread in threads_of(storage):
         for page in messages_of(storage, thread.id):
             result.messages += len(page)
