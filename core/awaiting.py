@@ -19,9 +19,11 @@ import asyncio
 import functools
 import importlib.util
 import sys
+import threading
 import time
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -102,17 +104,6 @@ def sleep(seconds: float) -> None:
         time.sleep(seconds)
 
 
-def finish_on(loop: asyncio.AbstractEventLoop, work: Callable[[], Awaitable[object]]) -> None:
-    """Run `work` (closing an asyncio client, say) on the loop its client belongs to:
-    awaited when this code runs there under `greenlet_spawn`, on the loop's thread
-    when the loop runs in another one. The work of a loop that has stopped is dropped:
-    its sockets end with the process."""
-    if in_asyncio() and asyncio.get_running_loop() is loop:
-        await_only(work())
-    elif loop.is_running() and not _runs_here(loop):
-        asyncio.run_coroutine_threadsafe(_awaited(work), loop).result()
-
-
 class Awaiting:
     """An asyncio object (a driver's client, collection, ...) with its blocking twin's
     methods: each call's coroutine is awaited with `await_only`. Adapters subclass it
@@ -131,35 +122,118 @@ class Awaiting:
 
 
 class PerLoop(Generic[T]):
-    """An asyncio object (a pool, a client) for the running loop. Such an object
-    belongs to the loop that made it, so it is made on first use there, and made again
-    when the store is used from another loop. For code under `greenlet_spawn`."""
+    """An asyncio object (a pool, a client) for each running loop.
 
-    def __init__(self, make: Callable[[], T]) -> None:
+    Such an object belongs to the loop that made it, so each loop that uses the
+    store gets its own, made on first use there. A keeper task on that loop makes
+    it, holds it, and closes it when the loop shuts down (`asyncio.run` cancels
+    every task then) or when `close()` is called. The caller only waits for the
+    making, shielded: a call cancelled meanwhile leaves the object to the next call.
+    A loop closed without cancelling its tasks is found closed at the next use, and
+    its object dropped (its sockets end with it).
+    """
+
+    def __init__(
+        self, make: Callable[[], Awaitable[T]], close: Callable[[T], Awaitable[object]]
+    ) -> None:
         self._make = make
-        self._held: tuple[asyncio.AbstractEventLoop, T] | None = None
+        self._close = close
+        self._kept: dict[asyncio.AbstractEventLoop, _Kept[T]] = {}
+        self._lock = threading.Lock()  # loops in several threads share the table
 
     def get(self) -> T:
-        loop = asyncio.get_running_loop()
-        if self._held is None or self._held[0] is not loop:
-            self._held = (loop, self._make())
-        return self._held[1]
+        """The running loop's object, for code under `greenlet_spawn`."""
+        ready = self._ready()
+        if ready.done():
+            return ready.result()
+        return await_only(asyncio.shield(ready))
+
+    async def aget(self) -> T:
+        """The running loop's object, for a coroutine."""
+        return await asyncio.shield(self._ready())
 
     @property
-    def held(self) -> T | None:
-        """What was made last, whichever loop it belongs to."""
-        return None if self._held is None else self._held[1]
+    def held(self) -> list[T]:
+        """The objects made and not yet closed, on every loop."""
+        with self._lock:
+            kept = list(self._kept.values())
+        return [
+            k.ready.result()
+            for k in kept
+            if k.ready.done() and not k.ready.cancelled() and k.ready.exception() is None
+        ]
 
-    def close(self, work: Callable[[T], Awaitable[object]]) -> None:
-        """Run `work` on what is held, on its loop (`finish_on`), and forget it."""
-        if self._held is not None:
-            loop, value = self._held
-            self._held = None
-            finish_on(loop, lambda: work(value))
+    def close(self) -> None:
+        """Close every loop's object on its loop: awaited when called from that loop
+        under `greenlet_spawn`, waited for when that loop runs in another thread, and
+        left to the loop's next turn otherwise (a loop that has stopped runs it if it
+        runs again; `asyncio.run` would cancel the keeper anyway)."""
+        with self._lock:
+            kept, self._kept = self._kept, {}
+        for loop, k in kept.items():
+            if loop.is_closed():
+                continue
+            if in_asyncio() and asyncio.get_running_loop() is loop:
+                await_only(_stopped(k.keeper))
+            elif loop.is_running() and not _runs_here(loop):
+                asyncio.run_coroutine_threadsafe(_stopped(k.keeper), loop).result()
+            else:
+                loop.call_soon_threadsafe(k.keeper.cancel)
+
+    async def aclose(self) -> None:
+        """`close()`, for a coroutine: the running loop's object is closed when it returns."""
+        with self._lock:
+            here = self._kept.pop(asyncio.get_running_loop(), None)
+        if here is not None:
+            await _stopped(here.keeper)
+        self.close()
+
+    def _ready(self) -> asyncio.Future[T]:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            for gone in [held for held in self._kept if held.is_closed()]:
+                del self._kept[gone]
+            kept = self._kept.get(loop)
+            if kept is None:
+                ready: asyncio.Future[T] = loop.create_future()
+                keeper = loop.create_task(self._keep(loop, ready), name="recallstack-keeper")
+                kept = self._kept[loop] = _Kept(ready, keeper)
+        return kept.ready
+
+    async def _keep(self, loop: asyncio.AbstractEventLoop, ready: asyncio.Future[T]) -> None:
+        try:
+            value = await self._make()
+        except BaseException as exc:
+            self._forget(loop, ready)  # the next call makes it again
+            if isinstance(exc, asyncio.CancelledError):
+                ready.cancel()
+                raise
+            ready.set_exception(exc)
+            return
+        ready.set_result(value)
+        try:
+            await loop.create_future()  # until cancelled: the loop's end, or close()
+        finally:
+            self._forget(loop, ready)
+            await self._close(value)
+
+    def _forget(self, loop: asyncio.AbstractEventLoop, ready: asyncio.Future[T]) -> None:
+        with self._lock:
+            if (kept := self._kept.get(loop)) is not None and kept.ready is ready:
+                del self._kept[loop]
 
 
-async def _awaited(work: Callable[[], Awaitable[object]]) -> None:
-    await work()
+@dataclass(frozen=True)
+class _Kept(Generic[T]):
+    ready: asyncio.Future[T]
+    """The object, once made (or why it could not be)."""
+    keeper: asyncio.Task[None]
+
+
+async def _stopped(keeper: asyncio.Task[None]) -> None:
+    """Cancel a keeper and wait until it has closed what it held."""
+    keeper.cancel()
+    await asyncio.wait([keeper])
 
 
 def _runs_here(loop: asyncio.AbstractEventLoop) -> bool:

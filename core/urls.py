@@ -9,8 +9,9 @@ CLI's output.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from recallstack.core.errors import InvalidInputError
 
@@ -46,16 +47,30 @@ def redact(url: str) -> str:
 
 
 def scrub(text: str, url: str) -> str:
-    """`text` (a driver's message, say) with the secrets of `url` replaced."""
-    try:
-        parts = urlsplit(url)
-        secrets = [parts.password or ""]
-    except ValueError:
-        return text
-    secrets += [v for k, v in parse_qsl(parts.query) if k.lower() in SECRET_PARAMETERS]
-    for secret in filter(None, secrets):
+    """`text` (a driver's message, say) with the secrets of `url` replaced, as written
+    in the URL and percent-decoded; also when the URL cannot be parsed."""
+    for secret in secrets(url):
         text = text.replace(secret, HIDDEN)
     return text
+
+
+def secrets(url: str) -> list[str]:
+    """The password and secret query values in `url`, as written and percent-decoded,
+    longest first; read by pattern, so a malformed URL gives them too."""
+    found: list[str] = []
+    if (userinfo := _USERINFO.match(url)) is not None and ":" in userinfo[1]:
+        found.append(userinfo[1].partition(":")[2])
+    query = url.partition("?")[2].partition("#")[0]
+    for pair in query.split("&"):
+        name, _, value = pair.partition("=")
+        if unquote(name).lower() in SECRET_PARAMETERS:
+            found.append(value)
+    found += [unquote(s) for s in found]
+    return sorted({s for s in found if s}, key=len, reverse=True)
+
+
+_USERINFO = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://([^/?#]*)@")
+"""The part before a URL's host that names a user and password (up to the last `@`)."""
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from recallstack.core.awaiting import PerLoop
 from recallstack.core.calls import Steps, arun, call, run
 from recallstack.core.embedder import Embedder
 from recallstack.core.errors import (
@@ -117,7 +118,8 @@ class OpenAIEmbedder(Embedder):
             "timeout": timeout,
         }
         self._client = httpx.Client(**self._client_options)
-        self._async_client: httpx.AsyncClient | None = None
+        self._async_clients = PerLoop(self._async_client, _close_async_client)
+        """An `httpx.AsyncClient` for each running loop (one cannot serve two)."""
         self._dimensions = dimensions
         self.dimension = dimensions or KNOWN_MODELS.get(model) or self._probe()
 
@@ -136,12 +138,8 @@ class OpenAIEmbedder(Embedder):
         return run(self._embed(texts), self._blocking)
 
     async def aembed(self, texts: Sequence[str]) -> Matrix:
-        """`embed` on the event loop, through an `httpx.AsyncClient`."""
-        import httpx
-
-        if self._async_client is None:
-            self._async_client = httpx.AsyncClient(**self._client_options)
-        backends = {"Client": self._async_client, "Pause": AsyncPause()}
+        """`embed` on the event loop, through the loop's `httpx.AsyncClient`."""
+        backends = {"Client": await self._async_clients.aget(), "Pause": AsyncPause()}
         return await arun(self._embed(texts), backends)
 
     def _embed(self, texts: Sequence[str]) -> Steps[Matrix]:
@@ -240,10 +238,17 @@ class OpenAIEmbedder(Embedder):
         self._client.close()
 
     async def aclose(self) -> None:
-        """Close the asynchronous client (`close()` closes the blocking one)."""
-        if self._async_client is not None:
-            await self._async_client.aclose()
-            self._async_client = None
+        """Close the asynchronous clients (`close()` closes the blocking one)."""
+        await self._async_clients.aclose()
+
+    async def _async_client(self) -> httpx.AsyncClient:
+        import httpx
+
+        return httpx.AsyncClient(**self._client_options)
+
+
+async def _close_async_client(client: httpx.AsyncClient) -> None:
+    await client.aclose()
 
 
 class _Refused(Exception):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator
 
 import pytest
@@ -14,7 +15,6 @@ from recallstack.core.awaiting import (
     await_only,
     drained,
     entered,
-    finish_on,
     greenlet_spawn,
     in_asyncio,
     sleep,
@@ -85,58 +85,139 @@ def test_await_only_needs_greenlet_spawn() -> None:
     sleeping.close()
 
 
-def test_sleep_drained_and_finish_on() -> None:
+def test_sleep_and_drained() -> None:
     async def numbers() -> AsyncIterator[int]:
         for n in range(3):
             await asyncio.sleep(0)
             yield n
 
-    finished: list[str] = []
-
-    async def finish(where: str) -> None:
-        await asyncio.sleep(0)
-        finished.append(where)
-
-    def blocking_style(loop: asyncio.AbstractEventLoop) -> list[int]:
+    def blocking_style() -> list[int]:
         sleep(0.01)
-        items = drained(numbers())
-        finish_on(loop, lambda: finish("on its loop, awaited"))
-        return items
+        return drained(numbers())
 
-    async def main() -> list[int]:
-        return await greenlet_spawn(blocking_style, asyncio.get_running_loop())
-
-    assert asyncio.run(main()) == [0, 1, 2]
-    with loop_thread() as loop:  # a loop running in another thread: run there
-        finish_on(loop, lambda: finish("on its loop's thread"))
-    stopped = asyncio.new_event_loop()
-    finish_on(stopped, lambda: finish("never"))  # a loop that does not run: dropped
-    stopped.close()
-    assert finished == ["on its loop, awaited", "on its loop's thread"]
+    assert asyncio.run(greenlet_spawn(blocking_style)) == [0, 1, 2]
 
 
-def test_per_loop_makes_one_object_per_loop_and_closes_it_on_its_loop() -> None:
-    made: list[asyncio.AbstractEventLoop] = []
-    closed: list[asyncio.AbstractEventLoop] = []
-    held = PerLoop(lambda: made.append(asyncio.get_running_loop()) or len(made))
+class Made:
+    """What a `PerLoop` made and closed, on which loop."""
 
-    async def close(_: int) -> None:
-        closed.append(asyncio.get_running_loop())
+    def __init__(self, fail_first: int = 0, pause: float = 0.0) -> None:
+        self.made: list[asyncio.AbstractEventLoop] = []
+        self.closed: list[asyncio.AbstractEventLoop] = []
+        self.fail_first = fail_first
+        self.pause = pause
+
+    async def make(self) -> int:
+        await asyncio.sleep(self.pause)
+        if self.fail_first:
+            self.fail_first -= 1
+            raise ConnectionError("the server is down")
+        self.made.append(asyncio.get_running_loop())
+        return len(self.made)
+
+    async def close(self, _: int) -> None:
+        await asyncio.sleep(0)
+        self.closed.append(asyncio.get_running_loop())
+
+
+def test_per_loop_makes_one_object_per_loop_and_closes_it_when_the_loop_ends() -> None:
+    record = Made()
+    held = PerLoop(record.make, record.close)
 
     def use() -> int:
         first = held.get()
         assert held.get() == first  # the same loop finds the same object
         return first
 
-    async def on_a_loop(close_it: bool) -> int:
-        got = await greenlet_spawn(use)
-        if close_it:
-            await greenlet_spawn(held.close, close)
-        return got
+    async def twice() -> tuple[int, int]:
+        return await greenlet_spawn(use), await held.aget()
 
-    assert asyncio.run(on_a_loop(False)) == 1
-    assert asyncio.run(on_a_loop(True)) == 2  # another loop: another object, closed there
-    assert len(made) == 2 and closed == made[1:] and held.held is None
+    assert [asyncio.run(twice()) for _ in range(3)] == [(1, 1), (2, 2), (3, 3)]
+    assert record.closed == record.made  # each closed on its loop, as the loop ended
+    assert held.held == []
+
+
+def test_per_loop_close_awaits_its_loop_and_waits_for_another_threads_loop() -> None:
+    record = Made()
+    held = PerLoop(record.make, record.close)
+
+    async def main() -> None:
+        await held.aget()
+        await greenlet_spawn(held.close)
+        # both closed before close() returned: here and on the other thread's loop
+        assert sorted(map(id, record.closed)) == sorted(map(id, record.made))
+        assert held.held == []
+        assert asyncio.all_tasks() == {asyncio.current_task()}  # no keeper left
+
+    with loop_thread() as other:
+        asyncio.run_coroutine_threadsafe(held.aget(), other).result()
+        asyncio.run(main())
+    assert len(record.made) == 2
+
+
+def test_per_loop_aclose_closes_this_loops_object_before_returning() -> None:
+    record = Made()
+    held = PerLoop(record.make, record.close)
+
+    async def main() -> None:
+        await held.aget()
+        await held.aclose()
+        assert record.closed == record.made
+        assert await held.aget() == 2  # used again: made again
+
+    asyncio.run(main())
+    assert len(record.closed) == 2
+
+
+def test_per_loop_failed_making_raises_and_the_next_call_makes_again() -> None:
+    record = Made(fail_first=1)
+    held = PerLoop(record.make, record.close)
+
+    async def main() -> int:
+        with pytest.raises(ConnectionError, match="down"):
+            await greenlet_spawn(held.get)
+        return await greenlet_spawn(held.get)
+
+    assert asyncio.run(main()) == 1
+
+
+def test_per_loop_a_cancelled_call_leaves_the_making_to_the_next() -> None:
+    """The first call is cancelled while the object is being made: the making goes on,
+    shielded, and the next call gets that object, made once."""
+    record = Made(pause=0.05)
+    held = PerLoop(record.make, record.close)
+
+    async def main() -> int:
+        first = asyncio.create_task(greenlet_spawn(held.get))
+        await asyncio.sleep(0.01)
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        return await greenlet_spawn(held.get)
+
+    assert asyncio.run(main()) == 1
+    assert len(record.made) == 1 and record.closed == record.made
+
+
+def test_per_loop_serves_loops_in_four_threads_at_once() -> None:
+    record = Made(pause=0.01)
+    held = PerLoop(record.make, record.close)
+    got: list[int] = []
+
+    def on_its_own_loop() -> None:
+        async def main() -> list[int]:
+            return [await greenlet_spawn(held.get) for _ in range(20)]
+
+        values = asyncio.run(main())
+        assert len(set(values)) == 1
+        got.append(values[0])
+
+    threads = [threading.Thread(target=on_its_own_loop) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(got) == [1, 2, 3, 4] and len(record.closed) == 4
 
 
 def test_awaiting_gives_an_asyncio_object_its_blocking_twins_methods() -> None:

@@ -13,6 +13,7 @@ Chroma's HNSW search, which is approximate.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from typing import Any
 
@@ -112,7 +113,7 @@ class ChromaVectorStore(VectorStore):
         self.asyncio_driver = is_server(url)
         """A server is awaited through `AsyncHttpClient` under AsyncMemory; Chroma in
         process has no asyncio API, and is called in a worker thread."""
-        self._awaiting = PerLoop(self._async_client)
+        self._awaiting = PerLoop(self._async_client, _close_async_client)
         """The asyncio client and its collections."""
         self.exact_below = exact_below
         self._blocking_handles: Handles = {}
@@ -140,11 +141,15 @@ class ChromaVectorStore(VectorStore):
             return None
         return self._awaiting.get()
 
-    def _async_client(self) -> tuple[AwaitingClient, Handles]:
+    async def _async_client(self) -> tuple[AwaitingClient, Handles]:
         import chromadb
 
-        made = await_only(chromadb.AsyncHttpClient(**server_options(self._url)))
+        made = await chromadb.AsyncHttpClient(**server_options(self._url))
         return AwaitingClient(made), {}
+
+    def close(self) -> None:
+        """Close each loop's asyncio client (the blocking one needs no closing)."""
+        self._awaiting.close()
 
     def _collections(self) -> dict[str, Any]:
         found = {}
@@ -195,8 +200,8 @@ class ChromaVectorStore(VectorStore):
 
     def _delete_index(self, name: str) -> None:
         self._blocking_handles.pop(name, None)
-        if (held := self._awaiting.held) is not None:
-            held[1].pop(name, None)
+        for _, handles in self._awaiting.held:
+            handles.pop(name, None)
         self._large.discard(name)
         self.client.delete_collection(table_name(name))
 
@@ -344,6 +349,16 @@ class ChromaVectorStore(VectorStore):
             for i, id_ in zip(chosen, ids, strict=True)
             if id_ in metadata  # deleted between the two reads: gone
         ]
+
+
+async def _close_async_client(held: tuple[AwaitingClient, Handles]) -> None:
+    """Close the HTTP client chromadb made for this loop: it keeps one per loop in a
+    class-wide table keyed by the loop's hash, which a later loop could reuse."""
+    from chromadb.api.async_fastapi import AsyncFastAPI
+
+    http = AsyncFastAPI._clients.pop(hash(asyncio.get_running_loop()), None)
+    if http is not None:
+        await http.aclose()
 
 
 class AwaitingClient:

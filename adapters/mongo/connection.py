@@ -55,6 +55,10 @@ def _errors() -> tuple[type[Exception], ...]:
     return (pymongo.errors.PyMongoError,)
 
 
+async def _close_async_client(client: Any) -> None:
+    await client.close()
+
+
 class Connection:
     """A client and its database. A client passed in (`client=`) is the caller's:
     `close()` leaves it open."""
@@ -73,7 +77,7 @@ class Connection:
             client = self._stand_in() if self.stand_in else self._client()
         self._blocking = client
         self._database = database or database_name(url)
-        self._awaiting = PerLoop(self._async_client)
+        self._awaiting = PerLoop(self._async_client, _close_async_client)
         self.transactions = self._probe_transactions()
 
     @property
@@ -97,7 +101,7 @@ class Connection:
         except malformed as exc:  # an unparsable URL or option
             raise BackendError(f"mongodb: {scrub(str(exc), self.url)}") from None
 
-    def _async_client(self) -> Any:
+    async def _async_client(self) -> Any:
         if self.stand_in:
             from recallstack.adapters.mongo.stand_in import AsyncStandIn
 
@@ -205,6 +209,6 @@ class Connection:
                 )
 
     def close(self) -> None:
-        self._awaiting.close(lambda client: client.close())
+        self._awaiting.close()
         if self.owns_client and not self.stand_in:
             self._blocking.close()

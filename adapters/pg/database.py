@@ -7,7 +7,6 @@ psycopg's asyncio API instead, so that the adapters' code is written once.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import json
@@ -17,8 +16,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from recallstack.core.awaiting import PerLoop, await_only, entered, in_asyncio
-from recallstack.core.errors import BackendError, refuse_newer
-from recallstack.core.urls import scrub
+from recallstack.core.errors import BackendError, InvalidInputError, refuse_newer
+from recallstack.core.urls import redact, scrub
 
 if TYPE_CHECKING:
     from psycopg.abc import Buffer
@@ -29,6 +28,10 @@ Migration = Callable[[Any], None]
 ANALYZE_FROM = 1_000
 """Rows written to a table (and a tenth of it) after which this process runs ANALYZE."""
 
+CONNECT_TIMEOUT = 5
+"""Seconds a connection may take to open, unless the URL sets `connect_timeout`."""
+POOL_TIMEOUT = 30.0
+"""Seconds a call waits for a pooled connection (psycopg_pool's default)."""
 JSONB_OID = 3802
 """jsonb's type oid, the same in every Postgres."""
 _scan_json = json.JSONDecoder().raw_decode
@@ -70,21 +73,21 @@ class Database:
         import psycopg
         from psycopg_pool import ConnectionPool
 
-        if vector:
-            _ensure_extension(url)
-        self.owns_pool = pool is None
         self.url = url.replace("postgres://", "postgresql://", 1)
+        self.connect_options = connect_options(self.url)
+        _probe(self.url, self.connect_options, vector)  # unreachable: one error, now
+        self.owns_pool = pool is None
         self.sizes = (min_size, max_size)
         self.vector = vector
-        self._async = PerLoop(self._open_async_pool)
-        """The asyncio pool and its opening."""
+        self._async = PerLoop(self._open_async_pool, _close_async_pool)
+        """Each running loop's asyncio pool."""
         if pool is None:
             configure = _register_vector if vector else None
             pool = ConnectionPool(
                 self.url,
                 min_size=min_size,
                 max_size=max_size,
-                kwargs={"autocommit": True},
+                kwargs={"autocommit": True, **self.connect_options},
                 configure=configure,
                 open=True,
             )
@@ -174,25 +177,34 @@ class Database:
             raise BackendError(f"postgres: {exc}") from exc
 
     def _async_pool(self) -> Any:
-        """The running loop's asyncio pool (a memory used from another loop makes
-        another: `PerLoop`), opened."""
-        pool, opening = self._async.get()
-        if not opening.done():
-            await_only(opening)  # every task that comes meanwhile awaits the same opening
-        return pool
+        """The running loop's asyncio pool (each loop has its own: `PerLoop`)."""
+        return self._async.get()
 
-    def _open_async_pool(self) -> tuple[Any, asyncio.Task[None]]:
+    async def _open_async_pool(self) -> Any:
+        """An asyncio pool, once a first connection shows the server answers (a server
+        gone since the store was built: one error, rather than the pool's retries)."""
+        import psycopg
         from psycopg_pool import AsyncConnectionPool
 
+        try:
+            probe = await psycopg.AsyncConnection.connect(self.url, **self.connect_options)
+        except psycopg.Error as exc:
+            raise unreachable(self.url, exc) from None
+        await probe.close()
         pool = AsyncConnectionPool(
             self.url,
             min_size=self.sizes[0],
             max_size=self.sizes[1],
-            kwargs={"autocommit": True},
+            kwargs={"autocommit": True, **self.connect_options},
             configure=_register_vector_async if self.vector else None,
             open=False,
         )
-        return pool, asyncio.get_running_loop().create_task(pool.open())
+        try:  # its first connections made now: growing it meanwhile would race the first calls
+            await pool.open(wait=True, timeout=POOL_TIMEOUT)
+        except BaseException:
+            await pool.close()
+            raise
+        return pool
 
     def wrote(self, tables: Sequence[str], rows: int) -> None:
         """Note `rows` written to each table; ANALYZE a table once this process has
@@ -259,19 +271,60 @@ class Database:
 
     def close(self) -> None:
         """Close the pool made from the URL (a pool the caller passed stays theirs), and
-        the asyncio pool: awaited when closing from its loop, or on its loop when that
-        runs in another thread; the pool of a loop that has stopped is dropped, and its
-        connections end with their sockets."""
-        self._async.close(lambda held: held[0].close())
+        each loop's asyncio pool, on its loop (`PerLoop.close`)."""
+        self._async.close()
         if self.owns_pool:
             self.pool.close()
 
 
-def _ensure_extension(url: str) -> None:
+def connect_options(url: str) -> dict[str, Any]:
+    """The options every connection is opened with: a 5 s connect timeout unless the
+    URL sets `connect_timeout`. A URL libpq cannot parse is refused here, its secrets
+    hidden (libpq's message quotes the password)."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        given = conninfo_to_dict(url)
+    except psycopg.Error as exc:
+        raise InvalidInputError(f"postgres: {redact(url)}: {scrub(str(exc), url)}") from None
+    if "connect_timeout" not in given:
+        return {"connect_timeout": CONNECT_TIMEOUT}
+    try:
+        seconds = int(given["connect_timeout"])
+    except ValueError:
+        seconds = 0
+    if seconds < 1:
+        raise InvalidInputError(
+            f"postgres: {redact(url)}: connect_timeout must be a whole number of seconds, "
+            f"at least 1 (got {given['connect_timeout']!r})"
+        )
+    return {}
+
+
+def unreachable(url: str, exc: Exception) -> BackendError:
+    """A failed connection, as one error that names the server and never the secret."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    given = conninfo_to_dict(url)
+    where = f"{given.get('host') or 'localhost'}:{given.get('port') or 5432}"
+    first = scrub(str(exc), url).strip().splitlines()[0]
+    return BackendError(f"postgres: cannot connect to {where}: {first}")
+
+
+def _probe(url: str, options: dict[str, Any], vector: bool) -> None:
+    """Connect once: a server that cannot be reached is one `BackendError` within the
+    connect timeout. For the vector store, install pgvector when it is missing."""
     import psycopg
 
     try:
-        with psycopg.connect(url, autocommit=True) as conn:
+        conn = psycopg.connect(url, autocommit=True, **options)
+    except psycopg.Error as exc:
+        raise unreachable(url, exc) from None
+    with conn:
+        if not vector:
+            return
+        try:
             installed = conn.execute(
                 "SELECT 1 FROM pg_extension WHERE extname = 'vector'"
             ).fetchone()
@@ -279,18 +332,22 @@ def _ensure_extension(url: str) -> None:
                 # another process may create it at the same instant: then it is there
                 with contextlib.suppress(psycopg.errors.UniqueViolation):
                     conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-    except psycopg.Error as exc:
-        raise BackendError(
-            "postgres: the pgvector extension is not installed and could not be created "
-            f"({scrub(str(exc), url)}); install pgvector on the server or ask an "
-            "administrator to run CREATE EXTENSION vector"
-        ) from exc
+        except psycopg.Error as exc:
+            raise BackendError(
+                "postgres: the pgvector extension is not installed and could not be created "
+                f"({scrub(str(exc), url)}); install pgvector on the server or ask an "
+                "administrator to run CREATE EXTENSION vector"
+            ) from exc
 
 
 def _register_vector(conn: Any) -> None:
     from pgvector.psycopg import register_vector
 
     register_vector(conn)
+
+
+async def _close_async_pool(pool: Any) -> None:
+    await pool.close()
 
 
 async def _register_vector_async(conn: Any) -> None:

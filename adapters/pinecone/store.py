@@ -108,7 +108,7 @@ class PineconeVectorStore(VectorStore):
         except PineconeError as exc:  # a malformed host, say
             raise BackendError(f"pinecone: {exc}") from exc
         self._blocking_indexes: Indexes = {}
-        self._awaiting = PerLoop(self._async_client)
+        self._awaiting = PerLoop(self._async_client, _close_async_client)
         """The asyncio client and its data-plane clients."""
         self._written: dict[str, list[str]] = {}
         self._removed: dict[str, list[str]] = {}
@@ -128,14 +128,18 @@ class PineconeVectorStore(VectorStore):
     def _awaited(self) -> tuple[AwaitingPinecone, Indexes] | None:
         return self._awaiting.get() if in_asyncio() else None
 
-    def _async_client(self) -> tuple[AwaitingPinecone, Indexes]:
+    async def _async_client(self) -> tuple[AwaitingPinecone, Indexes]:
         from pinecone import AsyncPinecone
 
         return AwaitingPinecone(AsyncPinecone(api_key=self._key, host=self._host)), {}
 
     def close(self) -> None:
-        """Closes the asyncio client's sessions (the blocking client needs no closing)."""
-        self._awaiting.close(lambda held: held[0].close())
+        """Close each loop's asyncio client, and the blocking client and its indexes'
+        data-plane clients (each holds connections)."""
+        self._awaiting.close()
+        for _, _, index in self._blocking_indexes.values():
+            index.close()
+        self._client.close()
 
     # ---- indexes ----------------------------------------------------------------
 
@@ -208,9 +212,10 @@ class PineconeVectorStore(VectorStore):
 
     def _delete_index(self, name: str) -> None:
         self.client.indexes.delete(pinecone_name(self.prefix, name))
-        self._blocking_indexes.pop(name, None)
-        if (held := self._awaiting.held) is not None:
-            held[1].pop(name, None)
+        if (gone := self._blocking_indexes.pop(name, None)) is not None:
+            gone[2].close()
+        for _, indexes in self._awaiting.held:
+            indexes.pop(name, None)
 
     # ---- writes -------------------------------------------------------------------
 
@@ -384,6 +389,10 @@ def _requests(records: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
         yield chunk
 
 
+async def _close_async_client(held: tuple[AwaitingPinecone, Indexes]) -> None:
+    await held[0].close()
+
+
 class AwaitingPinecone:
     """The SDK's `AsyncPinecone` with the blocking client's parts this store uses, each
     call awaited with `await_only`."""
@@ -391,11 +400,18 @@ class AwaitingPinecone:
     def __init__(self, client: Any) -> None:
         self._client = client
         self.indexes = AwaitingIndexes(client.indexes)
+        self._made: list[Any] = []
+        """The data-plane clients made: each has its own sessions to close."""
 
     def index(self, *, host: str) -> AwaitingIndex:
-        return AwaitingIndex(await_only(self._client.index(host=host)))
+        made = await_only(self._client.index(host=host))
+        self._made.append(made)
+        return AwaitingIndex(made)
 
     async def close(self) -> None:
+        """Close the data-plane clients made, then the client."""
+        for made in self._made:
+            await made.close()
         await self._client.close()
 
 

@@ -77,7 +77,7 @@ class ClientDriver:
         # the local mode is a plain Python object, not safe across threads; servers are
         self._serial: Any = threading.RLock() if local else None
         self._blocking = connect(url, **options)
-        self._awaiting = PerLoop(self._async_client)
+        self._awaiting = PerLoop(self._async_client, _close_async_client)
         self.dialect = Dialect(
             match=lambda key, value: models.FieldCondition(
                 key=key, match=models.MatchValue(value=value)
@@ -123,7 +123,7 @@ class ClientDriver:
             return _Serialised(Awaiting(self._awaiting.get()), self._serial)
         return _Serialised(self._blocking, self._serial)
 
-    def _async_client(self) -> Any:
+    async def _async_client(self) -> Any:
         if not self._url.startswith("qdrant+local:"):
             return connect(self._url, asynchronous=True, **self._options)
         made = connect(self._url, asynchronous=True)
@@ -198,7 +198,7 @@ class ClientDriver:
         self.client.delete(CATALOG, points_selector=self.m.PointIdsList(points=[point_id(name)]))
 
     def close(self) -> None:
-        self._awaiting.close(lambda client: client.close())
+        self._awaiting.close()
         self._blocking.close()
 
     def upsert(self, name: str, points: Iterable[tuple[str, list[float], dict[str, Any]]]) -> None:
@@ -264,6 +264,10 @@ class ClientDriver:
     def count(self, name: str) -> int:
         counted: int = self.client.count(self._collection(name), exact=True).count
         return counted
+
+
+async def _close_async_client(client: Any) -> None:
+    await client.close()
 
 
 class _Serialised:
