@@ -8,6 +8,7 @@ alike. Every failure is an `InvalidInputError` that names the argument.
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Annotated, Any
 
@@ -34,6 +35,26 @@ def check_text(value: str, name: str) -> str:
             f"{name}: not valid Unicode text (a lone surrogate at index {exc.start})"
         ) from None
     return value
+
+
+def json_line(line: bytes, number: int) -> Any:
+    """One line of a JSON-lines file, decoded; `None` for a blank line. Not UTF-8, not
+    JSON, or nested deeper than Python's parser goes: an `InvalidInputError` naming
+    the line."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"line {number}: not UTF-8 ({exc.reason})") from None
+    if not text.strip():
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(f"line {number}: not JSON ({exc.msg})") from None
+    except RecursionError:
+        raise InvalidInputError(
+            f"line {number}: nested too deeply (documents may nest {MAX_DEPTH} levels)"
+        ) from None
 
 
 def check_id(value: Any, name: str) -> str:

@@ -85,6 +85,8 @@ class Memory:
         embedder: Embedder | str | None,
         logger: logging.Logger | None,
     ) -> None:
+        if isinstance(embedder, str):  # first: a bad name is refused before a file is made
+            self._built = registry().embedder(embedder)
         if isinstance(storage, Storage):
             self.storage = storage
         else:
@@ -106,9 +108,8 @@ class Memory:
             self._opened.append(self.vector)
         if embedder is None or self.vector is None:
             return
-        model = embedder if isinstance(embedder, Embedder) else registry().embedder(embedder)
-        if not isinstance(embedder, Embedder):
-            self._built = model
+        model = embedder if isinstance(embedder, Embedder) else self._built
+        assert model is not None
         self.semantic = SemanticRecall(
             storage=self.storage,
             vector=self.vector,

@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -27,6 +27,7 @@ from recallstack.core.calls import run
 from recallstack.core.config import SemanticRecallConfig
 from recallstack.core.derived import digest
 from recallstack.core.errors import InvalidInputError, NotFoundError
+from recallstack.core.inputs import json_line
 from recallstack.core.memory import Memory
 from recallstack.core.messages import Message
 from recallstack.core.records import Resource, Thread
@@ -93,23 +94,20 @@ def parse_lines(lines: Iterable[bytes]) -> list[Line]:
     one is an `InvalidInputError` naming the line."""
     found: list[Line] = []
     for number, line in enumerate(lines, start=1):
+        entry = json_line(line, number)
+        if entry is None:
+            continue
+        kind = entry.get("type") if isinstance(entry, dict) else None
+        if not isinstance(kind, str) or kind not in _MODELS:
+            raise InvalidInputError(
+                f'line {number}: expected {{"type": "resource|thread|message|vectors", '
+                '"data": {...}}'
+            )
         try:
-            text = line.decode("utf-8")
-            if not text.strip():
-                continue
-            entry = json.loads(text)
-            if not isinstance(entry, dict) or entry.get("type") not in _MODELS:
-                raise InvalidInputError(
-                    'expected {"type": "resource|thread|message|vectors", "data": {...}}'
-                )
-            record = _MODELS[entry["type"]].model_validate(entry.get("data"))
-            found.append((entry["type"], record, number))
-        except UnicodeDecodeError as exc:
-            raise InvalidInputError(f"line {number}: not UTF-8 ({exc.reason})") from exc
-        except json.JSONDecodeError as exc:
-            raise InvalidInputError(f"line {number}: not JSON ({exc.msg})") from exc
+            record = _MODELS[kind].model_validate(entry.get("data"))
         except (InvalidInputError, ValidationError) as exc:
             raise InvalidInputError(f"line {number}: {exc}") from exc
+        found.append((cast(Kind, kind), record, number))
     return found
 
 

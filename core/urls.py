@@ -27,8 +27,8 @@ def redact(url: str) -> str:
     try:
         parts = urlsplit(url)
         password = parts.password
-    except ValueError:
-        return "<a URL that cannot be parsed>"
+    except ValueError:  # malformed: its secrets found by pattern
+        return scrub(url, url)
     secret = any(name.lower() in SECRET_PARAMETERS for name, _ in parse_qsl(parts.query))
     if password is None and not secret:
         return url

@@ -150,7 +150,8 @@ def test_expected_failures_are_one_line_and_an_exit_code(
     source.write_text('{"thread_id": "t", "resource_id": "r", "role": "user", "content": "x"}\n')
     assert runner.invoke(main, ["ingest", *common, str(source)]).exit_code == 0
     _fails(runner, ["recall", *common, "--thread", "nope", "--query", "x"], 1, "does not exist")
-    _fails(runner, ["recall", *common, "--thread", "t", "--query", "x", "--top-k", "0"], 2, "top_k")
+    top_0 = ["recall", *common, "--thread", "t", "--query", "x", "--top-k", "0"]
+    _fails(runner, top_0, 2, "--top-k")
     _fails(
         runner,
         [
@@ -164,12 +165,12 @@ def test_expected_failures_are_one_line_and_an_exit_code(
             "--query",
             "x",
         ],
-        1,
+        2,
         "nope",
     )
     (tmp_path / "a-folder.db").mkdir()
     _fails(
-        runner, ["threads", "--db", str(tmp_path / "a-folder.db"), "--resource", "r"], 1, "libsql"
+        runner, ["threads", "--db", str(tmp_path / "a-folder.db"), "--resource", "r"], 2, "folder"
     )
     debug = runner.invoke(main, ["--debug", "recall", *common, "--thread", "nope", "--query", "x"])
     assert debug.exit_code != 0 and debug.exc_info is not None  # --debug lets it through
@@ -196,7 +197,7 @@ def test_ingest_checks_the_whole_file_and_writes_nothing_when_a_line_is_bad(
     first = b'{"thread_id": "t", "resource_id": "r", "role": "user", "content": "fine"}\n'
     source = tmp_path / "in.jsonl"
     source.write_bytes(first + content + b"\n")
-    _fails(runner, ["ingest", *common, str(source)], 2, says)
+    _fails(runner, ["ingest", *common, str(source)], 1, says)
     memory = Memory(f"libsql:///{tmp_path / 'cli.db'}")
     assert memory.get_thread("t") is None  # not even the first line's thread
     memory.close()
@@ -205,6 +206,7 @@ def test_ingest_checks_the_whole_file_and_writes_nothing_when_a_line_is_bad(
 def test_a_missing_extra_is_one_line_naming_it(tmp_path: Path) -> None:
     """As `recallstack demo` without `libsql` installed (the import is blocked)."""
     code = "import sys; sys.modules['libsql'] = None; from recallstack.cli import main; main()"
+    (tmp_path / "x.db").touch()  # `threads` reads a database: one must be there
     result = subprocess.run(
         [sys.executable, "-c", code, "threads", "--db", str(tmp_path / "x.db"), "--resource", "r"],
         capture_output=True,

@@ -659,15 +659,16 @@ def test_a_memory_closes_the_clients_of_an_embedder_it_built(
         pass
     assert not passed._client.is_closed
 
-    async def main() -> OpenAIEmbedder:
+    async def main() -> tuple[OpenAIEmbedder, Any]:
         options = {"semantic_recall": True}
         async with AsyncMemory("memory://", "memory://", "openai/all-MiniLM-L6-v2", options) as m:
             await m.create_thread("maya", thread_id="t")
             await m.save_messages([Message(thread_id="t", role="user", content="hello")])
             assert m.semantic is not None
             embedder = m.semantic.embedder.embedder
-            assert isinstance(embedder, OpenAIEmbedder) and embedder._async_client is not None
-            return embedder
+            assert isinstance(embedder, OpenAIEmbedder)
+            (made,) = embedder._async_clients.held  # this loop's
+            return embedder, made
 
-    built = asyncio.run(main())
-    assert built._async_client is None and built._client.is_closed
+    built, made = asyncio.run(main())
+    assert made.is_closed and built._async_clients.held == [] and built._client.is_closed

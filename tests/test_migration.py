@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from recallstack import Memory
-from recallstack.cli import EXIT_USAGE, main
+from recallstack.cli import EXIT_FAILURE, main
 from recallstack.core.errors import InvalidInputError
 from recallstack.core.messages import Message
 from recallstack.core.migration import (
@@ -92,7 +92,7 @@ def test_a_bad_line_is_refused_before_anything_is_written(tmp_path: Path) -> Non
         result = CliRunner().invoke(
             main, ["import", "--storage", target, "--embedder", EMBEDDER, str(broken)]
         )
-        assert result.exit_code == EXIT_USAGE
+        assert result.exit_code == EXIT_FAILURE
         assert "line 4" in result.output
     with Memory(target, target, EMBEDDER) as memory:
         assert memory.storage.all_threads() == []
@@ -416,7 +416,7 @@ def test_a_refused_import_leaves_the_store_exactly_as_it_was(
     lines = dump(source)
     change(lines)  # type: ignore[operator]
     result = import_dump(lines, target, tmp_path)
-    assert result.exit_code == EXIT_USAGE, result.output
+    assert result.exit_code == EXIT_FAILURE, result.output
     assert f"line {len(lines)}" in result.output and why in result.output
     assert store_digest(target) == before
 
@@ -436,7 +436,7 @@ def test_a_zero_or_nan_vector_is_refused_naming_its_line(
     chunks[next(iter(chunks))] = vector
     before = store_digest(target)
     result = import_dump(lines, target, tmp_path)
-    assert result.exit_code == EXIT_USAGE, result.output
+    assert result.exit_code == EXIT_FAILURE, result.output
     assert f"line {at + 1}: the vectors of chunk" in result.output
     assert "Traceback" not in result.output
     assert store_digest(target) == before

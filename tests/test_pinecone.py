@@ -236,8 +236,8 @@ def test_async_memory_awaits_the_asyncio_client(pinecone_emulator: Emulated) -> 
                 [Message(thread_id="t", role="user", content=text) for text in texts]
             )
             hits = await memory.search("maya", "kyoto temples", top_k=1)
-            assert vectors._awaiting.held is not None
-        assert vectors._awaiting.held is None  # closed by aclose
+            assert len(vectors._awaiting.held) == 1  # this loop's
+        assert vectors._awaiting.held == []  # closed by aclose
         return [hit.message.text for hit in hits]
 
     assert asyncio.run(main()) == ["Kyoto temples"]

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from recallstack.adapters.mongo.awaiting import AwaitingClient
 from recallstack.core.awaiting import PerLoop, in_asyncio
@@ -30,6 +30,9 @@ DEFAULT_DATABASE = "recallstack"
 SCHEMA = "recallstack_schema"
 Search = Literal["atlas", "exact"]
 DUPLICATE_KEY = 11000
+CONNECT_TIMEOUT_MS = 5_000
+"""How long finding and connecting to a server may take, unless the URL says."""
+TIMEOUTS = ("serverSelectionTimeoutMS", "connectTimeoutMS")
 Migration = Callable[[Any], None]
 """A schema step: takes the pymongo `Database`."""
 
@@ -64,6 +67,10 @@ class Connection:
     `close()` leaves it open."""
 
     def __init__(self, url: str, *, client: Any = None, database: str | None = None) -> None:
+        try:
+            urlsplit(url)
+        except ValueError as exc:  # an unclosed IPv6 bracket, say
+            raise InvalidInputError(f"mongodb: {redact(url)}: malformed ({exc})") from None
         self.url = url
         self.stand_in = urlsplit(url).scheme.lower() == "mongomock" or any(
             kind.__module__.partition(".")[0] == "mongomock" for kind in type(client).__mro__
@@ -96,10 +103,14 @@ class Connection:
 
         kind = pymongo.AsyncMongoClient if asynchronous else pymongo.MongoClient
         malformed: tuple[type[Exception], ...] = (*self.errors, ValueError, TypeError)
+        given = {name.lower() for name, _ in parse_qsl(urlsplit(self.url).query)}
+        timeouts: dict[str, Any] = {
+            option: CONNECT_TIMEOUT_MS for option in TIMEOUTS if option.lower() not in given
+        }
         try:
-            return kind(self.url, tz_aware=True, uuidRepresentation="standard")
+            return kind(self.url, tz_aware=True, uuidRepresentation="standard", **timeouts)
         except malformed as exc:  # an unparsable URL or option
-            raise BackendError(f"mongodb: {scrub(str(exc), self.url)}") from None
+            raise InvalidInputError(f"mongodb: {scrub(str(exc), self.url)}") from None
 
     async def _async_client(self) -> Any:
         if self.stand_in:
@@ -139,8 +150,13 @@ class Connection:
     @contextmanager
     def wrapped(self) -> Iterator[None]:
         """Driver errors re-raised as `BackendError`, with the URL's secrets hidden."""
+        import pymongo.errors
+
         try:
             yield
+        except pymongo.errors.ServerSelectionTimeoutError as exc:  # named by host:port
+            reason = scrub(str(exc), self.url).partition(", Timeout:")[0]
+            raise BackendError(f"mongodb: cannot connect: {reason}") from exc
         except self.errors as exc:
             raise BackendError(f"mongodb: {scrub(str(exc), self.url)}") from exc
 

@@ -291,7 +291,7 @@ def connect_options(url: str) -> dict[str, Any]:
     if "connect_timeout" not in given:
         return {"connect_timeout": CONNECT_TIMEOUT}
     try:
-        seconds = int(given["connect_timeout"])
+        seconds = int(str(given["connect_timeout"]))
     except ValueError:
         seconds = 0
     if seconds < 1:

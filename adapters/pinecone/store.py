@@ -36,7 +36,7 @@ from recallstack.core.filters import Node
 from recallstack.core.filters import matches as matches_filter
 from recallstack.core.metadata import Metadata
 from recallstack.core.scores import Matrix, past_ties, ranked
-from recallstack.core.urls import redact
+from recallstack.core.urls import redact, scrub
 from recallstack.core.vector_store import VectorBatch, VectorStore
 from recallstack.core.vectors import METRICS, IndexConfig, IndexStats, Metric, QueryResult
 
@@ -105,8 +105,10 @@ class PineconeVectorStore(VectorStore):
         self._host = host or query.get("host")
         try:
             self._client = Pinecone(api_key=self._key, host=self._host)
-        except PineconeError as exc:  # a malformed host, say
-            raise BackendError(f"pinecone: {exc}") from exc
+        except (PineconeError, ValueError) as exc:  # no network yet: the arguments
+            raise InvalidInputError(f"pinecone: {scrub(str(exc), url)}") from None
+        except Exception as exc:  # httpx's InvalidURL: a malformed host
+            raise InvalidInputError(f"pinecone: host {self._host!r}: {exc}") from None
         self._blocking_indexes: Indexes = {}
         self._awaiting = PerLoop(self._async_client, _close_async_client)
         """The asyncio client and its data-plane clients."""

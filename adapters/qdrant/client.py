@@ -21,7 +21,7 @@ from recallstack.adapters.qdrant.filters import Dialect
 from recallstack.adapters.qdrant.payload import INDEXED_FIELDS, point_id
 from recallstack.adapters.table_names import table_name
 from recallstack.core.awaiting import Awaiting, PerLoop, in_asyncio
-from recallstack.core.errors import IndexNotFoundError, InvalidInputError
+from recallstack.core.errors import BackendError, IndexNotFoundError, InvalidInputError
 from recallstack.core.urls import endpoint, redact
 from recallstack.core.vectors import IndexConfig, Metric
 
@@ -94,7 +94,14 @@ class ClientDriver:
         )
         self._shapes: dict[str, tuple[int, Metric]] = {}
         """Shapes by index name; single dict operations need no lock."""
-        if not self.client.collection_exists(CATALOG):
+        try:
+            catalog = self.client.collection_exists(CATALOG)
+        except Exception as exc:
+            if local:
+                raise
+            server = endpoint(url)
+            raise BackendError(f"qdrant: {server.host}:{server.port or 6333}: {exc}") from exc
+        if not catalog:
             self.client.create_collection(
                 CATALOG, vectors_config=models.VectorParams(size=1, distance=models.Distance.DOT)
             )

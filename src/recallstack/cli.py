@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 import click
 from rich.console import Console
@@ -22,20 +22,45 @@ INGEST_BATCH = 500
 
 
 EXIT_FAILURE = 1
-"""A runtime failure: a backend error, something that does not exist, messages not indexed."""
+"""Bad input or data: an invalid input file, a backend's error, something that does
+not exist, drift doctor found, messages not indexed."""
 EXIT_USAGE = 2
-"""Bad input: an unknown option, an invalid argument or input file (click's own code too)."""
+"""Bad usage: an unknown command or option, an invalid argument, a path that cannot
+be read or written. Nothing was opened or created."""
 EXIT_BUG = 3
 """An unexpected error: a bug in recallstack or a plugin; --debug shows the traceback."""
 DEBUG_ENV = "RECALLSTACK_DEBUG"
+PYTEST_EXITS = {0: 0, 1: EXIT_FAILURE, 2: EXIT_FAILURE, 3: EXIT_BUG, 4: EXIT_USAGE, 5: EXIT_FAILURE}
+"""`conformance`'s exit codes from pytest's: failures, an interruption and no tests
+collected (5) fail; pytest's usage errors are ours."""
+ISSUES = "https://github.com/recallstack/recallstack/issues"
 
 
 class Commands(click.Group):
-    """Expected failures end in one line on stderr and a documented exit code; the
-    traceback only with --debug (or RECALLSTACK_DEBUG=1)."""
+    """Every failure ends in one line on stderr and a documented exit code (click's
+    own usage errors too); the traceback only with --debug (or RECALLSTACK_DEBUG=1)."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False  # click's errors are printed here, in one line
+        try:
+            code = super().main(*args, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as exc:
+            click.echo(exc.ctx.get_help() if exc.ctx else "", err=True)
+            sys.exit(EXIT_USAGE)
+        except click.UsageError as exc:
+            command = exc.ctx.command_path if exc.ctx else "recallstack"
+            say(f"{exc.format_message()} (see `{command} --help`)")
+            sys.exit(EXIT_USAGE)
+        except click.ClickException as exc:
+            say(exc.format_message())
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            say("interrupted")
+            sys.exit(EXIT_FAILURE)
+        sys.exit(code if isinstance(code, int) else 0)
 
     def invoke(self, ctx: click.Context) -> Any:
-        from recallstack.core.errors import InvalidInputError, RecallstackError
+        from recallstack.core.errors import RecallstackError
 
         try:
             return super().invoke(ctx)
@@ -44,16 +69,24 @@ class Commands(click.Group):
         except Exception as exc:
             if ctx.params.get("debug") or os.environ.get(DEBUG_ENV):
                 raise
-            if isinstance(exc, InvalidInputError):
-                code, what = EXIT_USAGE, "error"
-            elif isinstance(exc, RecallstackError):
-                code, what = EXIT_FAILURE, "error"
-            else:
-                code, what = EXIT_BUG, f"unexpected {type(exc).__name__}"
-            hint = " (run with --debug for the traceback)" if code == EXIT_BUG else ""
-            message = " ".join(str(exc).split()) or type(exc).__name__
-            click.echo(f"recallstack: {what}: {message}{hint}", err=True)
-            ctx.exit(code)
+            if isinstance(exc, RecallstackError):
+                say(one_line(exc))
+                ctx.exit(EXIT_FAILURE)
+            click.echo(
+                f"recallstack: unexpected {type(exc).__name__}: {one_line(exc)}. This is a "
+                f"bug: please report it at {ISSUES} (--debug shows the traceback)",
+                err=True,
+            )
+            ctx.exit(EXIT_BUG)
+
+
+def say(message: str) -> None:
+    """An error, as the one line on stderr every failure ends in."""
+    click.echo(f"recallstack: error: {' '.join(message.split())}", err=True)
+
+
+def one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 @click.group(cls=Commands)
@@ -62,16 +95,50 @@ class Commands(click.Group):
 def main(debug: bool) -> None:
     """Long-term conversational memory for AI agents.
 
-    Exit codes: 0 done, 1 a runtime failure (backend, not found, not indexed),
-    2 bad input or usage, 3 an unexpected error (a bug: --debug shows it).
+    Exit codes: 0 done; 1 bad input or data (an invalid input file, a backend
+    error, not found, drift, not indexed); 2 bad usage (an unknown option, an
+    invalid argument, a path that cannot be read or written: nothing was opened);
+    3 an unexpected error (a bug: please report it; --debug shows it).
     """
+
+
+def an_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A thread or resource id, checked as the library checks ids."""
+    from recallstack.core.errors import InvalidInputError
+    from recallstack.core.inputs import check_id
+
+    if value is None:
+        return None
+    try:
+        return check_id(value, param.name or "id")
+    except InvalidInputError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def writable_file(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A file this command may create or replace: its folder exists and is writable."""
+    if value is None or value == "-":
+        return value
+    path = os.path.abspath(value)
+    folder = os.path.dirname(path)
+    if os.path.isdir(path):
+        raise click.BadParameter(f"{value!r} is a folder")
+    if not os.path.isdir(folder):
+        raise click.BadParameter(f"the folder {folder!r} does not exist")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise click.BadParameter(f"{value!r} cannot be written")
+    return value
 
 
 def memory_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """--db / --storage / --vector / --embedder, shared by the commands that open a Memory."""
 
     @click.option(
-        "--db", default="local.db", show_default=True, help="LibSQL file for both stores."
+        "--db",
+        default="local.db",
+        show_default=True,
+        callback=writable_file,
+        help="LibSQL file for both stores.",
     )
     @click.option(
         "--storage", envvar="RECALLSTACK_STORAGE", help="Storage URL (default: the --db file)."
@@ -85,23 +152,80 @@ def memory_options(command: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(command)
     def wrapper(db: str, storage: str | None, vector: str | None, embedder: str, **kw: Any) -> Any:
         url = f"libsql:///{db}"
-        return command(stores=(storage or url, vector or url, embedder), **kw)
+        used = db if storage is None or vector is None else None
+        for kind, option, spec in (
+            ("storage", "--storage", storage),
+            ("vector", "--vector", vector),
+            ("embedder", "--embedder", embedder),
+        ):
+            if spec is not None:
+                known_backend(kind, spec, option)
+        return command(stores=Stores(storage or url, vector or url, embedder, used), **kw)
 
     return wrapper
 
 
-def open_memory(stores: tuple[str, str, str], options: dict[str, Any] | None = None) -> Any:
+class Stores(NamedTuple):
+    """The backends a command opens, from --db / --storage / --vector / --embedder."""
+
+    storage: str
+    vector: str
+    embedder: str
+    db: str | None
+    """The --db file, when a store is on it."""
+
+    def existing(self, option: str = "--db") -> Stores:
+        """These stores, for a command that reads them: a database file that does not
+        exist is refused rather than made."""
+        if self.db is not None and not os.path.exists(self.db):
+            raise click.BadParameter(f"no database at {self.db!r}", param_hint=f"'{option}'")
+        return self
+
+
+def known_backend(kind: Any, spec: str, option: str) -> None:
+    """A URL or embedder name some installed backend answers (nothing is opened)."""
+    from recallstack.core.errors import InvalidInputError, UnknownBackendError
+
+    try:
+        registry().find(kind, spec)
+    except (InvalidInputError, UnknownBackendError) as exc:
+        raise click.BadParameter(one_line(exc), param_hint=f"'{option}'") from None
+
+
+def libsql_file(url: str) -> str | None:
+    """The file a `libsql:///path` URL names (None for other URLs)."""
+    return url[len("libsql:///") :] if url.startswith("libsql:///") else None
+
+
+def open_storage(url: str) -> Any:
+    """A storage alone, closed when the command ends (refused as `open_memory` does)."""
+    from recallstack.core.errors import InvalidInputError, UnknownBackendError
+
+    try:
+        storage = registry().storage(url)
+    except (InvalidInputError, UnknownBackendError) as exc:
+        raise click.UsageError(one_line(exc)) from None
+    click.get_current_context().call_on_close(storage.close)
+    return storage
+
+
+def open_memory(stores: Stores, options: dict[str, Any] | None = None) -> Any:
+    """A Memory on the stores, closed when the command ends. A URL or embedder name the
+    library refuses is a usage error: it is refused before any file is made."""
+    from recallstack.core.errors import InvalidInputError, UnknownBackendError
     from recallstack.core.memory import Memory
 
-    storage, vector, embedder = stores
-    memory = Memory(storage, vector, embedder, options or {"semantic_recall": True})
+    try:
+        memory = Memory(*stores[:3], options or {"semantic_recall": True})
+    except (InvalidInputError, UnknownBackendError) as exc:
+        raise click.UsageError(one_line(exc)) from None
     click.get_current_context().call_on_close(memory.close)
     return memory
 
 
 @main.command()
 @memory_options
-def demo(stores: tuple[str, str, str]) -> None:
+def demo(stores: Stores) -> None:
     """Write a sample user's conversations and show what semantic recall finds."""
     from recallstack import demo as demo_module
 
@@ -117,7 +241,7 @@ def demo(stores: tuple[str, str, str]) -> None:
 @memory_options
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @click.argument("jsonl", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
-def ingest(stores: tuple[str, str, str], jsonl: str, quiet: bool) -> None:
+def ingest(stores: Stores, jsonl: str, quiet: bool) -> None:
     """Save messages from a JSONL file (one message object per line).
 
     Each line needs thread_id, role and content; resource_id creates the thread
@@ -125,21 +249,15 @@ def ingest(stores: tuple[str, str, str], jsonl: str, quiet: bool) -> None:
     whole file is checked first: if any line is invalid, nothing is written.
     """
     from recallstack.core.errors import InvalidInputError
+    from recallstack.core.inputs import json_line
     from recallstack.core.messages import Message
 
     raw = sys.stdin.buffer.read() if jsonl == "-" else open(jsonl, "rb").read()  # noqa: SIM115
     messages: list[Message] = []
     for number, line in enumerate(raw.splitlines(), start=1):
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InvalidInputError(f"line {number}: not UTF-8 ({exc.reason})") from exc
-        if not text.strip():
+        data = json_line(line, number)
+        if data is None:
             continue
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InvalidInputError(f"line {number}: not JSON ({exc.msg})") from exc
         if not isinstance(data, dict):
             raise InvalidInputError(f"line {number}: expected a JSON object")
         try:
@@ -179,14 +297,14 @@ def ingest(stores: tuple[str, str, str], jsonl: str, quiet: bool) -> None:
 
 @main.command()
 @memory_options
-@click.option("--thread", "thread_id", required=True)
-@click.option("--resource", "resource_id")
+@click.option("--thread", "thread_id", required=True, callback=an_id)
+@click.option("--resource", "resource_id", callback=an_id)
 @click.option("--query", required=True, help="What to search for.")
-@click.option("--top-k", default=4, show_default=True)
+@click.option("--top-k", default=4, show_default=True, type=click.IntRange(min=1))
 @click.option("--scope", type=click.Choice(["thread", "resource"]), default="resource")
 @click.option("--json", "as_json", is_flag=True)
 def recall(
-    stores: tuple[str, str, str],
+    stores: Stores,
     thread_id: str,
     resource_id: str | None,
     query: str,
@@ -197,7 +315,9 @@ def recall(
     """Recall messages similar to a query, from a thread or from all of its resource's threads."""
     from recallstack.core.errors import NotFoundError
 
-    memory = open_memory(stores, {"semantic_recall": {"top_k": top_k, "scope": scope}})
+    if not query.strip():
+        raise click.BadParameter("is empty", param_hint="'--query'")
+    memory = open_memory(stores.existing(), {"semantic_recall": {"top_k": top_k, "scope": scope}})
     if memory.get_thread(thread_id) is None:
         raise NotFoundError(f"thread {thread_id!r} does not exist")
     result = memory.recall(
@@ -224,10 +344,10 @@ def recall(
 
 @main.command()
 @memory_options
-@click.option("--resource", "resource_id", required=True)
-def threads(stores: tuple[str, str, str], resource_id: str) -> None:
+@click.option("--resource", "resource_id", required=True, callback=an_id)
+def threads(stores: Stores, resource_id: str) -> None:
     """List a resource's threads, newest first."""
-    memory = open_memory(stores, {})
+    memory = open_memory(stores.existing(), {})
     table = Table("id", "title", "created", "messages")
     for t in memory.list_threads(resource_id).items:
         count = memory.storage.list_messages(t.id, per_page=0).total
@@ -268,11 +388,17 @@ def progress_of(label: str, quiet: bool) -> Iterator[Callable[[int, int], None]]
 
 @main.command()
 @memory_options
-@click.option("--batch-size", default=256, show_default=True, help="Messages per embedder call.")
+@click.option(
+    "--batch-size",
+    default=256,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Messages per embedder call.",
+)
 @click.option("--quiet", is_flag=True, help="No progress output.")
-def reindex(stores: tuple[str, str, str], batch_size: int, quiet: bool) -> None:
+def reindex(stores: Stores, batch_size: int, quiet: bool) -> None:
     """Index every message not yet indexed under the current embedder."""
-    memory = open_memory(stores)
+    memory = open_memory(stores.existing())
     with progress_of("reindex", quiet) as progress:
         result = memory.reindex(batch_size=batch_size, progress=progress)
     click.echo(f"indexed {result.indexed} messages")
@@ -289,12 +415,12 @@ def reindex(stores: tuple[str, str, str], batch_size: int, quiet: bool) -> None:
 @click.option("--repair", is_flag=True, help="Fix what is found, then check again.")
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
-def doctor(stores: tuple[str, str, str], repair: bool, as_json: bool, quiet: bool) -> None:
+def doctor(stores: Stores, repair: bool, as_json: bool, quiet: bool) -> None:
     """Check that every vector, index record and word entry agrees with its message:
     messages recorded as indexed without vectors, vectors without a message, stale
     contextual vectors, keyword-index drift. Exits 1 when any is left (after --repair,
     when the repair could not fix it)."""
-    memory = open_memory(stores)
+    memory = open_memory(stores.existing())
     with progress_of("doctor", quiet) as progress:
         found = memory.doctor(progress=progress)
     fixed = memory.doctor(repair=True) if repair and not found.ok else None
@@ -335,16 +461,17 @@ def _checkup_line(found: Any) -> str:
 
 @main.command()
 @memory_options
-@click.option("--output", "-o", type=click.Path(dir_okay=False), help="A file instead of stdout.")
+@click.option("--output", "-o", callback=writable_file, help="A file instead of stdout.")
 @click.option(
     "--vectors", is_flag=True, help="Also write the vectors of --embedder's index, for import."
 )
-def export(stores: tuple[str, str, str], output: str | None, vectors: bool) -> None:
+def export(stores: Stores, output: str | None, vectors: bool) -> None:
     """Write every resource, thread and message as JSON lines; with --vectors, their
     vectors too (an import of the same model writes them instead of embedding)."""
     from recallstack.core.errors import NotFoundError
     from recallstack.core.migration import VectorSource, export_lines
 
+    stores = stores.existing()
     source = None
     if vectors:
         memory = open_memory(stores)
@@ -353,8 +480,7 @@ def export(stores: tuple[str, str, str], output: str | None, vectors: bool) -> N
             raise NotFoundError(f"{stores[1]} holds no vectors of {stores[2]}")
         storage = memory.storage
     else:
-        storage = registry().storage(stores[0])
-        click.get_current_context().call_on_close(storage.close)
+        storage = open_storage(stores.storage)
     out = open(output, "w", encoding="utf-8") if output else sys.stdout  # noqa: SIM115
     try:
         for line in export_lines(storage, source):
@@ -368,7 +494,7 @@ def export(stores: tuple[str, str, str], output: str | None, vectors: bool) -> N
 @memory_options
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @click.argument("dump", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
-def import_(stores: tuple[str, str, str], dump: str, quiet: bool) -> None:
+def import_(stores: Stores, dump: str, quiet: bool) -> None:
     """Save what `export` wrote, with its vectors where they are of --embedder's index,
     embedding the messages otherwise. The whole file is checked first: if any line
     is invalid, nothing is written."""
@@ -401,8 +527,9 @@ def migrate(source: str, target: str, embedder: str, quiet: bool, as_json: bool)
     from recallstack.core.migration import describe
     from recallstack.core.migration import migrate as run
 
-    source_memory = open_memory((source, source, embedder))
-    target_memory = open_memory((target, target, embedder))
+    read = Stores(source, source, embedder, libsql_file(source)).existing("--from")
+    source_memory = open_memory(read)
+    target_memory = open_memory(Stores(target, target, embedder, None))
     with progress_of("migrate", quiet) as progress:
         result = run(source_memory, target_memory, progress)
     figures = describe(result)
@@ -473,7 +600,9 @@ def backends(as_json: bool) -> None:
 @main.command()
 @click.option("--backend", "backends_", multiple=True, help="A backend name (throwaway instance).")
 @click.option("--url", "urls", multiple=True, help="A deployment URL (cleans up what it made).")
-@click.option("--report", type=click.Path(dir_okay=False), help="Write FILE.json or FILE.md.")
+@click.option(
+    "--report", callback=writable_file, help="Write FILE.json or FILE.md (by its suffix)."
+)
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 def conformance(
     backends_: tuple[str, ...],
@@ -492,6 +621,12 @@ def conformance(
 
     if not backends_ and not urls:
         raise click.UsageError("name at least one --backend or --url")
+    known = sorted({t.backend for t in registry().targets})
+    for name in backends_:
+        if name not in known:
+            raise click.BadParameter(
+                f"no backend {name!r}; known: {', '.join(known)}", param_hint="'--backend'"
+            )
     args = ["-p", "no:cacheprovider", "-q", str(CASES), *pytest_args]
     for name in backends_:
         args += ["--recallstack-backend", name]
@@ -499,4 +634,4 @@ def conformance(
         args += ["--recallstack-url", url]
     if report:
         args += ["--recallstack-report", report]
-    raise SystemExit(pytest.main(args))
+    raise SystemExit(PYTEST_EXITS.get(int(pytest.main(args)), EXIT_BUG))
