@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import importlib.util
+import logging
 import sys
 import threading
 import time
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
+_log = logging.getLogger(__name__)
 
 
 def greenlet_installed() -> bool:
@@ -215,7 +217,11 @@ class PerLoop(Generic[T]):
             await loop.create_future()  # until cancelled: the loop's end, or close()
         finally:
             self._forget(loop, ready)
-            await self._close(value)
+            try:
+                await self._close(value)
+            except Exception as exc:  # nobody awaits a keeper: say it, without the
+                # driver's message (it may quote a URL)
+                _log.warning("closing %s failed: %s", type(value).__name__, type(exc).__name__)
 
     def _forget(self, loop: asyncio.AbstractEventLoop, ready: asyncio.Future[T]) -> None:
         with self._lock:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import logging
 import threading
 from collections.abc import AsyncIterator
 
@@ -239,3 +241,23 @@ def test_awaiting_gives_an_asyncio_object_its_blocking_twins_methods() -> None:
         return result
 
     assert asyncio.run(greenlet_spawn(blocking, Awaiting(Driver()))) == 5
+
+
+def test_per_loop_a_failing_close_is_one_warning_without_the_drivers_message(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def make() -> str:
+        return "client"
+
+    async def close(_: str) -> None:
+        raise ConnectionError("postgresql://app:hunter2@db/app is gone")
+
+    held = PerLoop(make, close)
+
+    async def main() -> None:
+        assert await held.aget() == "client"
+
+    with caplog.at_level(logging.WARNING):
+        asyncio.run(main())  # the keeper closes as the loop ends
+        gc.collect()
+    assert [r.getMessage() for r in caplog.records] == ["closing str failed: ConnectionError"]

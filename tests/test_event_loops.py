@@ -2,8 +2,11 @@
 one loop after another (`asyncio.run` in a loop), loops in several threads at once,
 calls cancelled at any instant, and `aclose()` leaving no task behind.
 
-Postgres and a `chroma run` server are real engines; Pinecone is its emulator, a
-stand-in (no Pinecone runs here), reached through the real SDK's `AsyncPinecone`.
+Postgres and a `chroma run` server are real engines. Stand-ins, where no engine
+runs here: Pinecone's emulator, reached through the real SDK's `AsyncPinecone`;
+MongoDB's `mongomock://`, through pymongo's asyncio calls over mongomock
+(`AsyncStandIn`); and Qdrant's local mode reached through `AsyncQdrantClient`, the
+client a Qdrant server is awaited through.
 """
 
 from __future__ import annotations
@@ -21,13 +24,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from recallstack import AsyncMemory, Memory, Message
+from recallstack.core.awaiting import greenlet_spawn
 from recallstack.core.operations import RecallResult
+from recallstack.core.vector_store import VectorStore
 
 pytestmark = pytest.mark.filterwarnings(
     "error",  # an unclosed socket or transport, a coroutine never awaited: a failure
     "ignore:XDG_RUNTIME_DIR:UserWarning",  # platformdirs, as chromadb starts
 )
-NATIVE = ["pg", "chroma-server", "pinecone (stand-in)"]
+NATIVE = [
+    "pg",
+    "chroma-server",
+    "pinecone (stand-in)",
+    "mongo (stand-in)",
+    "qdrant asyncio client (stand-in)",
+]
+Stores = tuple[str, "str | VectorStore"]
 RECALL = {"last_messages": 2, "semantic_recall": {"top_k": 3, "message_range": 1}}
 TOPICS = ["sourdough starter", "Kyoto temples", "bike repair", "tax return", "piano lessons"]
 
@@ -41,17 +53,30 @@ def chroma_server() -> Iterator[str]:
 
 
 @pytest.fixture(params=NATIVE)
-def urls(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
-    """Storage and vector URLs: both on Postgres; else LibSQL storage beside the
-    native-async vector store."""
+def urls(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stores]:
+    """Storage and vector store: both on Postgres or on MongoDB; else LibSQL storage
+    beside the native-async vector store."""
     if request.param == "pg":
         url = request.getfixturevalue("pg_url")
-        return url, url
+        yield url, url
+        return
+    if request.param == "mongo (stand-in)":
+        from recallstack.adapters.mongo.targets import stand_in
+
+        with stand_in() as url:
+            yield url, url
+        return
     storage = f"libsql:///{tmp_path / 'storage.db'}"
     if request.param == "chroma-server":
-        return storage, request.getfixturevalue("chroma_server")
-    _, url = request.getfixturevalue("pinecone_emulator")
-    return storage, url
+        yield storage, request.getfixturevalue("chroma_server")
+    elif request.param == "pinecone (stand-in)":
+        yield storage, request.getfixturevalue("pinecone_emulator")[1]
+    else:  # one in-memory engine: the store is shared, and closed here
+        from recallstack.core.registry import registry
+
+        store = registry().vector_store("qdrant+local://:memory:", asyncio_local=True)
+        yield storage, store
+        store.close()
 
 
 def messages(thread_id: str, count: int) -> list[Message]:
@@ -72,7 +97,7 @@ def top(result: RecallResult) -> str:
     return by_id[result.hits[0].message_id].content
 
 
-def seeded(urls: tuple[str, str], threads: int = 1) -> None:
+def seeded(urls: Stores, threads: int = 1) -> None:
     with Memory(*urls, "hash/32", RECALL) as memory:
         for t in range(threads):
             memory.create_thread("maya", thread_id=f"t{t}")
@@ -94,7 +119,7 @@ def loop_trouble(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
     assert trouble == []
 
 
-def test_one_loop_after_another(urls: tuple[str, str], caplog: pytest.LogCaptureFixture) -> None:
+def test_one_loop_after_another(urls: Stores, caplog: pytest.LogCaptureFixture) -> None:
     """100 successive `asyncio.run` calls on one memory: each loop gets its own pool or
     client, closed as that loop ends."""
     seeded(urls)
@@ -109,9 +134,7 @@ def test_one_loop_after_another(urls: tuple[str, str], caplog: pytest.LogCapture
         asyncio.run(memory.aclose())
 
 
-def test_loops_in_four_threads_at_once(
-    urls: tuple[str, str], caplog: pytest.LogCaptureFixture
-) -> None:
+def test_loops_in_four_threads_at_once(urls: Stores, caplog: pytest.LogCaptureFixture) -> None:
     seeded(urls)
     memory = AsyncMemory(*urls, "hash/32", RECALL)
     errors: list[BaseException] = []
@@ -144,7 +167,7 @@ def test_loops_in_four_threads_at_once(
 
 
 def test_a_call_cancelled_at_any_instant_leaves_the_memory_usable(
-    urls: tuple[str, str], caplog: pytest.LogCaptureFixture
+    urls: Stores, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Each example is a fresh loop, so the first call there opens the loop's pool or
     client: cancelling it at a random instant covers the opening too. The next call,
@@ -192,13 +215,15 @@ def test_a_call_cancelled_at_any_instant_leaves_the_memory_usable(
         asyncio.run(memory.aclose())
 
 
-def test_aclose_leaves_no_task_behind(urls: tuple[str, str]) -> None:
+def test_aclose_leaves_no_task_behind(urls: Stores) -> None:
     seeded(urls)
 
     async def main() -> set[asyncio.Task[object]]:
         memory = AsyncMemory(*urls, "hash/32", RECALL)
         await memory.recall("t0", vector_search_string="tax")
         await memory.aclose()
+        if isinstance(urls[1], VectorStore):  # a store passed in is the caller's to close
+            await greenlet_spawn(urls[1].close)
         await asyncio.sleep(0)
         return asyncio.all_tasks() - {asyncio.current_task()}  # type: ignore[operator]
 
