@@ -152,7 +152,6 @@ def memory_options(command: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(command)
     def wrapper(db: str, storage: str | None, vector: str | None, embedder: str, **kw: Any) -> Any:
         url = f"libsql:///{db}"
-        used = db if storage is None or vector is None else None
         for kind, option, spec in (
             ("storage", "--storage", storage),
             ("vector", "--vector", vector),
@@ -160,7 +159,7 @@ def memory_options(command: Callable[..., Any]) -> Callable[..., Any]:
         ):
             if spec is not None:
                 known_backend(kind, spec, option)
-        return command(stores=Stores(storage or url, vector or url, embedder, used), **kw)
+        return command(stores=Stores(storage or url, vector or url, embedder, db), **kw)
 
     return wrapper
 
@@ -172,12 +171,13 @@ class Stores(NamedTuple):
     vector: str
     embedder: str
     db: str | None
-    """The --db file, when a store is on it."""
+    """The --db file (the stores on `libsql:///` it)."""
 
-    def existing(self, option: str = "--db") -> Stores:
-        """These stores, for a command that reads them: a database file that does not
-        exist is refused rather than made."""
-        if self.db is not None and not os.path.exists(self.db):
+    def existing(self, option: str = "--db", vector: bool = True) -> Stores:
+        """These stores, for a command that reads them (`vector`: the vector store too):
+        a database file of theirs that does not exist is refused rather than made."""
+        on_it = {self.storage, self.vector} if vector else {self.storage}
+        if self.db is not None and f"libsql:///{self.db}" in on_it and not os.path.exists(self.db):
             raise click.BadParameter(f"no database at {self.db!r}", param_hint=f"'{option}'")
         return self
 
@@ -471,7 +471,7 @@ def export(stores: Stores, output: str | None, vectors: bool) -> None:
     from recallstack.core.errors import NotFoundError
     from recallstack.core.migration import VectorSource, export_lines
 
-    stores = stores.existing()
+    stores = stores.existing(vector=vectors)
     source = None
     if vectors:
         memory = open_memory(stores)
