@@ -437,3 +437,32 @@ def test_a_transaction_under_async_memory_is_the_asyncio_sessions() -> None:
             await client.close()
 
     assert asyncio.run(main()) == [AsyncClientSession, True, False, False]
+
+
+def test_metadata_read_back_through_real_bson_has_the_types_written() -> None:
+    """pymongo decodes a BSON int64 as `bson.Int64` (mongomock never encodes): after
+    a real BSON round trip, every value has the type the caller wrote, at any depth."""
+    import bson
+
+    from recallstack.adapters.mongo.documents import METADATA, decode_metadata, encode_metadata
+
+    metadata = {
+        "at": 1_704_153_600_000,  # epoch milliseconds: beyond 32 bits
+        "small": 7,
+        "flag": True,
+        "ratio": 0.5,
+        "nested": {"big": -(2**40), "list": [2**33, 1, "x"]},
+        "0": 2**62,
+    }
+    stored = bson.decode(bson.encode({METADATA: encode_metadata(metadata, "metadata")}))
+    assert type(stored[METADATA][field_name("at")]) is not int  # the driver's Int64
+    decoded = decode_metadata(stored[METADATA])
+
+    def types(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: types(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [types(v) for v in value]
+        return (type(value), value)
+
+    assert types(decoded) == types(metadata)

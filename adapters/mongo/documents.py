@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from recallstack.adapters.key_encoding import decode_key, encode_key, map_keys
+from recallstack.adapters.key_encoding import decode_key, encode_key
 from recallstack.core.errors import InvalidInputError
 from recallstack.core.filters import RANGE_OPERATORS, Condition, Logical, Node
 from recallstack.core.metadata import Metadata
@@ -66,8 +66,20 @@ def _encode_value(value: Any, where: str) -> Any:
 
 
 def decode_metadata(stored: dict[str, Any]) -> Metadata:
-    decoded: Metadata = map_keys(stored, key_name)
-    return decoded
+    """Metadata as read back: keys decoded, and every integer a plain `int`. pymongo
+    reads a BSON int64 (any integer beyond 32 bits: epoch milliseconds, say) as
+    `bson.Int64`, an `int` subclass the other backends never return."""
+    return {key_name(k): _decode_value(v) for k, v in stored.items()}
+
+
+def _decode_value(value: Any) -> Any:
+    if isinstance(value, dict):
+        return decode_metadata(value)
+    if isinstance(value, list):
+        return [_decode_value(item) for item in value]
+    if isinstance(value, int) and type(value) is not int and type(value) is not bool:
+        return int(value)
+    return value
 
 
 def vector_binary(row: Matrix) -> Any:
