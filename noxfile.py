@@ -12,7 +12,15 @@ them two at a time (`.ci/sessions.py`), plain `nox` one by one.
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import nox
 
@@ -28,7 +36,8 @@ BACKENDS: dict[str, str | None] = {
     "pinecone": "pinecone",
 }
 """Backend name → the extra its conformance session installs (`mongomock` is `mongo` and its
-stand-in: no MongoDB server runs here; Pinecone's emulator ships with its adapter)."""
+stand-in; the session also runs SecantusDB, a server, in a venv of its own. Pinecone's
+emulator ships with its adapter)."""
 
 INTEGRATIONS = ("langchain", "llamaindex", "openai_agents", "pydantic_ai")
 """Modules of recallstack.integrations; each has an extra (its name with `-` for `_`),
@@ -101,18 +110,82 @@ def _conformance(name: str, extra: str | None) -> None:
     def run(session: nox.Session) -> None:
         extras = ",".join(e for e in ("conformance", extra) if e)
         session.install(f".[{extras}]")
-        report = REPORTS / f"conformance-{name}.json"
-        session.run(
-            "recallstack",
-            "conformance",
-            "--backend",
-            name,
-            "--report",
-            str(report),
-            "--",
-            "--hypothesis-show-statistics",  # how many cases the property tests tried
-            f"--junitxml={REPORTS / f'junit-conformance-{name}.xml'}",  # counted by .ci/summary.py
+        _suite(session, name, name)
+        if name != "mongo":
+            return
+        for mode, standalone in (("secantusdb", False), ("secantusdb-standalone", True)):
+            with secantusdb(session, standalone=standalone) as url:
+                env = {"RECALLSTACK_MONGODB_URL": url, "RECALLSTACK_MONGODB_MODE": mode}
+                chosen = f"{mode} and not ({' or '.join(SECANTUSDB_BUGS)})"
+                _suite(session, name, f"mongo-{mode}", "-k", chosen, env=env)
+                junit = f"--junitxml={REPORTS / f'junit-test-mongo-{mode}.xml'}"
+                session.run("pytest", "tests/test_mongo.py", "-k", "a-server", junit, env=env)
+
+
+def _suite(session: nox.Session, backend: str, report: str, *args: str, **run: Any) -> None:
+    """The conformance suite on one backend's targets, its report in reports/."""
+    session.run(
+        "recallstack",
+        "conformance",
+        "--backend",
+        backend,
+        "--report",
+        str(REPORTS / f"conformance-{report}.json"),
+        "--",
+        "--hypothesis-show-statistics",  # how many cases the property tests tried
+        f"--junitxml={REPORTS / f'junit-conformance-{report}.xml'}",  # counted by .ci/summary.py
+        *args,
+        **run,
+    )
+
+
+SECANTUSDB = "secantusdb==0.7.0b3"
+"""A MongoDB wire-protocol server from PyPI (beta, GPL-2.0): installed in a virtualenv of
+its own and run as a server, never beside recallstack (docs/backends/mongo.md)."""
+SECANTUSDB_BUGS = ("test_date_range",)
+"""Cases SecantusDB's engine answers wrongly, by name, each reproduced in
+docs/backends/mongo.md; deselected on its targets only (mongomock and real deployments
+still run them)."""
+
+
+@contextmanager
+def secantusdb(session: nox.Session, *, standalone: bool) -> Iterator[str]:
+    """A SecantusDB server on a free loopback port, a replica set unless `standalone`
+    (then writes go in chunks: no transactions), stopped afterwards."""
+    venv = Path(".nox/secantusdb-server")
+    server = venv / "bin" / "secantusd-py"
+    if not server.exists():
+        session.run(sys.executable, "-m", "venv", "--clear", str(venv), external=True)
+        session.run(str(venv / "bin" / "pip"), "install", "-q", SECANTUSDB, external=True)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with tempfile.TemporaryDirectory(prefix="secantusdb-") as data:
+        command = [str(server), "--host", "127.0.0.1", "--port", str(port), "--storage-path", data]
+        log = open(Path(data) / "server.log", "w")  # noqa: SIM115
+        process = subprocess.Popen(
+            [*command, *(["--standalone"] if standalone else [])], stdout=log, stderr=log
         )
+        try:
+            _listening(port, process)
+            yield f"mongodb://127.0.0.1:{port}/?directConnection=true"
+        finally:
+            process.terminate()
+            process.wait(timeout=60)
+            log.close()
+
+
+def _listening(port: int, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            time.sleep(3)  # it answers `ping` about 2 s after it listens
+            return
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("secantusd-py did not start") from None
+            time.sleep(0.5)
 
 
 for _name, _extra in BACKENDS.items():
@@ -179,7 +252,8 @@ def peers(session: nox.Session) -> None:
 def conformance(session: nox.Session) -> None:
     """Merge the backends' reports into the matrix and the README's table."""
     session.install(".")
-    reports = [str(REPORTS / f"conformance-{name}.json") for name in BACKENDS]
+    modes = ("mongo-secantusdb", "mongo-secantusdb-standalone")
+    reports = [str(REPORTS / f"conformance-{name}.json") for name in [*BACKENDS, *modes]]
     check = ["--check"] if os.environ.get("CI") else []
     session.run(
         "python",

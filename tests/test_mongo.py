@@ -1,12 +1,15 @@
 """The MongoDB adapter's own rules, beyond the conformance suite: URLs, the documents
 it stores, what it refuses, how it picks a search path, and the Atlas pipelines.
 
-The suite runs on mongomock, the stand-in (no MongoDB server runs here); the
-Atlas path is checked through the documents it sends.
+These run on mongomock, the stand-in; those that take `any_url` also run on the
+server `$RECALLSTACK_MONGODB_URL` names (`nox -s conformance-mongo` runs them on
+SecantusDB, a wire-protocol server). The Atlas path is checked through the
+documents it sends.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +18,7 @@ import numpy as np
 import pymongo.errors
 import pytest
 
+from recallstack.adapters.mongo import URL_ENV
 from recallstack.adapters.mongo.atlas import (
     FILTER_PATHS,
     MAX_CANDIDATES,
@@ -26,7 +30,7 @@ from recallstack.adapters.mongo.atlas import (
 from recallstack.adapters.mongo.connection import Connection, database_name
 from recallstack.adapters.mongo.documents import field_name, key_name, selection, vector_binary
 from recallstack.adapters.mongo.storage import MongoStorage
-from recallstack.adapters.mongo.targets import stand_in
+from recallstack.adapters.mongo.targets import server, stand_in
 from recallstack.adapters.mongo.vector import MongoVectorStore
 from recallstack.core.errors import BackendError, InvalidInputError, UnsupportedFeatureError
 from recallstack.core.filters import parse_filter
@@ -36,6 +40,14 @@ from recallstack.core.registry import registry
 @pytest.fixture
 def url() -> Iterator[str]:
     with stand_in() as fresh:
+        yield fresh
+
+
+@pytest.fixture(params=["stand-in", "a-server"] if os.environ.get(URL_ENV) else ["stand-in"])
+def any_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """mongomock, and the server `$RECALLSTACK_MONGODB_URL` names when it is set
+    (`nox -s conformance-mongo` runs these on SecantusDB: `-k a-server`)."""
+    with stand_in() if request.param == "stand-in" else server() as fresh:
         yield fresh
 
 
@@ -83,10 +95,16 @@ def test_a_client_passed_in_stays_open_and_holds_the_data() -> None:
 # ---- the documents stored -----------------------------------------------------------
 
 
-def test_metadata_keys_are_stored_encoded_and_read_back(url: str) -> None:
-    store = MongoVectorStore(url)
+def test_metadata_keys_are_stored_encoded_and_read_back(any_url: str) -> None:
+    store = MongoVectorStore(any_url)
     store.create_index("i", 2)
-    metadata = {"0": "zero", "a b": {"c$d": 1}, "tags": ["x", "y"], "resource_id": "ada"}
+    metadata = {
+        "0": "zero",
+        "a b": {"c$d": 1},
+        "tags": ["x", "y"],
+        "resource_id": "ada",
+        "at": 2**40,
+    }
     store.upsert("i", ["v"], [[1.0, 0.0]], [metadata])
     (raw,) = store.db[store._entry("i")["collection"]].find()  # type: ignore[index]
     assert raw["m"] == {
@@ -94,14 +112,15 @@ def test_metadata_keys_are_stored_encoded_and_read_back(url: str) -> None:
         "a-20b": {"c-24d": 1},
         "tags": ["x", "y"],
         "resource_id": "ada",
+        "at": 2**40,
     }
     (hit,) = store.query("i", [1.0, 0.0], 1)
-    assert hit.metadata == metadata
+    assert hit.metadata == metadata and type(hit.metadata["at"]) is int  # not bson.Int64
 
 
-def test_a_digit_key_is_never_a_list_position(url: str) -> None:
+def test_a_digit_key_is_never_a_list_position(any_url: str) -> None:
     """MQL reads `tags.0` as the first element of `tags`; the filter language does not."""
-    store = MongoVectorStore(url)
+    store = MongoVectorStore(any_url)
     store.create_index("i", 2)
     store.upsert("i", ["list", "object"], [[1, 0], [0, 1]], [{"t": ["x"]}, {"t": {"0": "x"}}])
     assert [h.id for h in store.query("i", [1, 0], 5, filter={"t.0": "x"})] == ["object"]
@@ -109,8 +128,8 @@ def test_a_digit_key_is_never_a_list_position(url: str) -> None:
     assert [key_name(field_name(k)) for k in ("0", "12", " 5", "a1")] == ["0", "12", " 5", "a1"]
 
 
-def test_operator_looking_values_match_literally(url: str) -> None:
-    store = MongoVectorStore(url)
+def test_operator_looking_values_match_literally(any_url: str) -> None:
+    store = MongoVectorStore(any_url)
     store.create_index("i", 2)
     store.upsert("i", ["a", "b"], [[1, 0], [0, 1]], [{"s": "$gt"}, {"s": {"q": "$where"}}])
     assert [h.id for h in store.query("i", [1, 0], 5, filter={"s": "$gt"})] == ["a"]
@@ -118,8 +137,8 @@ def test_operator_looking_values_match_literally(url: str) -> None:
     assert store.query("i", [1, 0], 5, filter={"s": {"$gte": "$gt", "$lt": "$gu"}})[0].id == "a"
 
 
-def test_an_integer_mongodb_cannot_hold_is_refused_before_anything_is_written(url: str) -> None:
-    store = MongoVectorStore(url)
+def test_an_integer_mongodb_cannot_hold_is_refused_before_anything_is_written(any_url: str) -> None:
+    store = MongoVectorStore(any_url)
     store.create_index("i", 2)
     with pytest.raises(InvalidInputError, match=r"ok\.n: .* outside the 64-bit integers"):
         store.upsert("i", ["fine", "ok"], [[1, 0], [0, 1]], [{"n": 2**63 - 1}, {"n": 2**63}])
@@ -131,13 +150,13 @@ def test_vectors_are_bson_float32_vectors(url: str) -> None:
     assert blob.subtype == 9 and bytes(blob)[:2] == b"\x27\x00" and len(blob) == 2 + 8
 
 
-def test_timestamps_keep_their_microseconds(url: str) -> None:
+def test_timestamps_keep_their_microseconds(any_url: str) -> None:
     from datetime import UTC, datetime
 
     from recallstack.core.messages import Message
     from recallstack.core.records import Thread
 
-    storage = MongoStorage(url)
+    storage = MongoStorage(any_url)
     storage.save_thread(Thread(id="t", resource_id="ada"))
     at = datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)
     storage.save_messages(
@@ -149,13 +168,13 @@ def test_timestamps_keep_their_microseconds(url: str) -> None:
 # ---- schema versions ---------------------------------------------------------------
 
 
-def test_schema_versions_are_recorded_and_a_newer_one_is_refused(url: str) -> None:
-    storage = MongoStorage(url)
+def test_schema_versions_are_recorded_and_a_newer_one_is_refused(any_url: str) -> None:
+    storage = MongoStorage(any_url)
     schema = storage.connection.db["recallstack_schema"]
     assert schema.find_one({"_id": "storage"})["version"] == 1  # type: ignore[index]
     schema.update_one({"_id": "storage"}, {"$set": {"version": 99}})
     with pytest.raises(BackendError, match="schema is version 99"):
-        MongoStorage(url)
+        MongoStorage(any_url)
 
 
 # ---- picking the search path ---------------------------------------------------------
@@ -289,11 +308,11 @@ def test_atlas_candidates_are_checked_and_more_are_fetched_until_top_k_match() -
     assert everything.limits == [20, 80]  # fewer results than asked: Atlas has no more
 
 
-def test_message_content_and_metadata_are_kept_literally(url: str) -> None:
+def test_message_content_and_metadata_are_kept_literally(any_url: str) -> None:
     from recallstack.core.messages import Message
     from recallstack.core.records import Thread
 
-    storage = MongoStorage(url)
+    storage = MongoStorage(any_url)
     storage.save_thread(Thread(id="t", resource_id="ada", metadata={"$set": {"a.b": 1}}))
     odd = {"$where": "sleep(1)", "a.b": {"$gt": ""}, "0": None}
     storage.save_messages(
@@ -304,10 +323,10 @@ def test_message_content_and_metadata_are_kept_literally(url: str) -> None:
     assert storage.get_thread("t").metadata == {"$set": {"a.b": 1}}  # type: ignore[union-attr]
 
 
-def test_a_batch_without_transactions_inserts_then_replaces_what_existed(url: str) -> None:
+def test_a_batch_without_transactions_inserts_then_replaces_what_existed(any_url: str) -> None:
     """One insert for the batch; only the ids MongoDB refused as existing are replaced.
     (The transaction path needs a replica set: mongomock has no sessions.)"""
-    connection = Connection(url)
+    connection = Connection(any_url)
     collection = connection.db["c"]
     collection.insert_many([{"_id": "a", "x": 0}, {"_id": "c", "x": 0}])
     told: list[str] = []
@@ -466,3 +485,40 @@ def test_metadata_read_back_through_real_bson_has_the_types_written() -> None:
         return (type(value), value)
 
     assert types(decoded) == types(metadata)
+
+
+def test_keyword_search_uses_the_wildcard_index_on_words(any_url: str) -> None:
+    """The words live under `words.<word>` with a compound wildcard index (`words.$**`),
+    which mongomock accepts without building: on a server the index exists and the
+    search answers through it."""
+    from recallstack.core.messages import Message
+    from recallstack.core.records import Thread
+
+    storage = MongoStorage(any_url)
+    storage.save_thread(Thread(id="t", resource_id="ada"))
+    texts = {"a": "sourdough starter feeding", "b": "starter motor", "c": "piano lessons"}
+    storage.save_messages(
+        [Message(id=i, thread_id="t", role="user", content=text) for i, text in texts.items()]
+    )
+    keys = [spec["key"] for spec in storage.messages.index_information().values()]
+    assert [("resource_id", 1), ("words.$**", 1)] in keys
+    found = storage.search_words("sourdough starter", resource_id="ada")
+    assert [i for i, _ in found] == ["a", "b"]
+    assert storage.search_words("starter", resource_id="someone else") == []
+
+
+def test_a_duplicate_id_is_the_servers_duplicate_key_error_then_a_replace(any_url: str) -> None:
+    """Saving a message again replaces it: the adapter reads the server's code 11000
+    (which mongomock imitates) and replaces only what it refused."""
+    from recallstack.core.messages import Message
+    from recallstack.core.records import Thread
+
+    storage = MongoStorage(any_url)
+    storage.save_thread(Thread(id="t", resource_id="ada"))
+    first = Message(id="m", thread_id="t", role="user", content="first")
+    storage.save_messages([first])
+    with pytest.raises(pymongo.errors.DuplicateKeyError) as raised:
+        storage.messages.insert_one({"_id": "m"})
+    assert raised.value.code == 11000
+    storage.save_messages([first.model_copy(update={"content": "second"})])
+    assert [m.text for m in storage.get_messages(["m"])] == ["second"]

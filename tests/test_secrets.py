@@ -5,8 +5,8 @@ of the password or API key; a server that cannot be reached is one error that na
 it, and no warning repeats meanwhile.
 
 Postgres and Chroma are real servers; MongoDB, Qdrant, Pinecone and the OpenAI
-embedder are reached at loopback ports where nothing listens (no MongoDB server
-runs here yet), so what is checked there is the refusal path.
+embedder are reached at loopback ports where nothing listens, so what is checked
+there is the refusal path.
 """
 
 from __future__ import annotations

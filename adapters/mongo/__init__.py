@@ -23,6 +23,9 @@ from recallstack.core.vector_store import VectorStore
 CAPABILITIES = Capabilities(operators=ALL_OPERATORS, exact=True)
 """Exact on any MongoDB; an index searched through Atlas Vector Search is approximate."""
 URL_ENV = "RECALLSTACK_MONGODB_URL"
+MODE_ENV = "RECALLSTACK_MONGODB_MODE"
+"""The conformance mode the `URL_ENV` deployment is reported under (`server` when unset;
+CI names the engine it runs: `secantusdb`, `secantusdb-standalone`)."""
 SCHEMES = ("mongodb", "mongodb+srv", "mongomock")
 
 
@@ -93,7 +96,7 @@ def register_conformance_targets(register: Callable[[ConformanceTarget], None]) 
                     backend="mongo",
                     kind=kind,
                     start=targets.server,
-                    mode="server",
+                    mode=os.environ.get(MODE_ENV, "server"),
                     asyncio_driver=True,  # AsyncMongoClient under AsyncMemory
                 )
             )
