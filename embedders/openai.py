@@ -118,7 +118,7 @@ class OpenAIEmbedder(Embedder):
             "timeout": timeout,
         }
         self._client = httpx.Client(**self._client_options)
-        self._async_clients = PerLoop(self._async_client, _close_async_client)
+        self._async_clients = PerLoop(self._async_client, lambda client: client.aclose())
         """An `httpx.AsyncClient` for each running loop (one cannot serve two)."""
         self._dimensions = dimensions
         self.dimension = dimensions or KNOWN_MODELS.get(model) or self._probe()
@@ -245,10 +245,6 @@ class OpenAIEmbedder(Embedder):
         import httpx
 
         return httpx.AsyncClient(**self._client_options)
-
-
-async def _close_async_client(client: httpx.AsyncClient) -> None:
-    await client.aclose()
 
 
 class _Refused(Exception):

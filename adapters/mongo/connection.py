@@ -58,10 +58,6 @@ def _errors() -> tuple[type[Exception], ...]:
     return (pymongo.errors.PyMongoError,)
 
 
-async def _close_async_client(client: Any) -> None:
-    await client.close()
-
-
 class Connection:
     """A client and its database. A client passed in (`client=`) is the caller's:
     `close()` leaves it open."""
@@ -84,7 +80,7 @@ class Connection:
             client = self._stand_in() if self.stand_in else self._client()
         self._blocking = client
         self._database = database or database_name(url)
-        self._awaiting = PerLoop(self._async_client, _close_async_client)
+        self._awaiting = PerLoop(self._async_client, lambda client: client.close())
         self.transactions = self._probe_transactions()
 
     @property

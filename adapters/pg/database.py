@@ -79,7 +79,7 @@ class Database:
         self.owns_pool = pool is None
         self.sizes = (min_size, max_size)
         self.vector = vector
-        self._async = PerLoop(self._open_async_pool, _close_async_pool)
+        self._async = PerLoop(self._open_async_pool, lambda pool: pool.close())
         """Each running loop's asyncio pool."""
         if pool is None:
             configure = _register_vector if vector else None
@@ -344,10 +344,6 @@ def _register_vector(conn: Any) -> None:
     from pgvector.psycopg import register_vector
 
     register_vector(conn)
-
-
-async def _close_async_pool(pool: Any) -> None:
-    await pool.close()
 
 
 async def _register_vector_async(conn: Any) -> None:

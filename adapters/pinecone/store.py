@@ -110,7 +110,7 @@ class PineconeVectorStore(VectorStore):
         except Exception as exc:  # httpx's InvalidURL: a malformed host
             raise InvalidInputError(f"pinecone: host {self._host!r}: {exc}") from None
         self._blocking_indexes: Indexes = {}
-        self._awaiting = PerLoop(self._async_client, _close_async_client)
+        self._awaiting = PerLoop(self._async_client, lambda held: held[0].close())
         """The asyncio client and its data-plane clients."""
         self._written: dict[str, list[str]] = {}
         self._removed: dict[str, list[str]] = {}
@@ -389,10 +389,6 @@ def _requests(records: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
         size += length
     if chunk:
         yield chunk
-
-
-async def _close_async_client(held: tuple[AwaitingPinecone, Indexes]) -> None:
-    await held[0].close()
 
 
 class AwaitingPinecone:

@@ -77,7 +77,7 @@ class ClientDriver:
         # the local mode is a plain Python object, not safe across threads; servers are
         self._serial: Any = threading.RLock() if local else None
         self._blocking = connect(url, **options)
-        self._awaiting = PerLoop(self._async_client, _close_async_client)
+        self._awaiting = PerLoop(self._async_client, lambda client: client.close())
         self.dialect = Dialect(
             match=lambda key, value: models.FieldCondition(
                 key=key, match=models.MatchValue(value=value)
@@ -271,10 +271,6 @@ class ClientDriver:
     def count(self, name: str) -> int:
         counted: int = self.client.count(self._collection(name), exact=True).count
         return counted
-
-
-async def _close_async_client(client: Any) -> None:
-    await client.close()
 
 
 class _Serialised:

@@ -159,7 +159,7 @@ def memory_options(command: Callable[..., Any]) -> Callable[..., Any]:
         ):
             if spec is not None:
                 known_backend(kind, spec, option)
-        return command(stores=Stores(storage or url, vector or url, embedder, db), **kw)
+        return command(stores=Stores(storage or url, vector or url, embedder), **kw)
 
     return wrapper
 
@@ -170,15 +170,20 @@ class Stores(NamedTuple):
     storage: str
     vector: str
     embedder: str
-    db: str | None
-    """The --db file (the stores on `libsql:///` it)."""
 
     def existing(self, option: str = "--db", vector: bool = True) -> Stores:
         """These stores, for a command that reads them (`vector`: the vector store too):
-        a database file of theirs that does not exist is refused rather than made."""
-        on_it = {self.storage, self.vector} if vector else {self.storage}
-        if self.db is not None and f"libsql:///{self.db}" in on_it and not os.path.exists(self.db):
-            raise click.BadParameter(f"no database at {self.db!r}", param_hint=f"'{option}'")
+        a LibSQL file of theirs that does not exist is refused rather than made."""
+        from recallstack.adapters.libsql.database import parse_url
+        from recallstack.core.errors import InvalidInputError
+
+        for url in (self.storage, self.vector) if vector else (self.storage,):
+            try:
+                path = parse_url(url).path if url.startswith("libsql:") else ""
+            except InvalidInputError as exc:
+                raise click.BadParameter(one_line(exc), param_hint=f"'{option}'") from None
+            if path not in ("", ":memory:") and not os.path.exists(path):
+                raise click.BadParameter(f"no database at {path!r}", param_hint=f"'{option}'")
         return self
 
 
@@ -190,11 +195,6 @@ def known_backend(kind: Any, spec: str, option: str) -> None:
         registry().find(kind, spec)
     except (InvalidInputError, UnknownBackendError) as exc:
         raise click.BadParameter(one_line(exc), param_hint=f"'{option}'") from None
-
-
-def libsql_file(url: str) -> str | None:
-    """The file a `libsql:///path` URL names (None for other URLs)."""
-    return url[len("libsql:///") :] if url.startswith("libsql:///") else None
 
 
 def open_storage(url: str) -> Any:
@@ -216,7 +216,7 @@ def open_memory(stores: Stores, options: dict[str, Any] | None = None) -> Any:
     from recallstack.core.memory import Memory
 
     try:
-        memory = Memory(*stores[:3], options or {"semantic_recall": True})
+        memory = Memory(*stores, options or {"semantic_recall": True})
     except (InvalidInputError, UnknownBackendError) as exc:
         raise click.UsageError(one_line(exc)) from None
     click.get_current_context().call_on_close(memory.close)
@@ -527,9 +527,9 @@ def migrate(source: str, target: str, embedder: str, quiet: bool, as_json: bool)
     from recallstack.core.migration import describe
     from recallstack.core.migration import migrate as run
 
-    read = Stores(source, source, embedder, libsql_file(source)).existing("--from")
+    read = Stores(source, source, embedder).existing("--from")
     source_memory = open_memory(read)
-    target_memory = open_memory(Stores(target, target, embedder, None))
+    target_memory = open_memory(Stores(target, target, embedder))
     with progress_of("migrate", quiet) as progress:
         result = run(source_memory, target_memory, progress)
     figures = describe(result)
