@@ -31,6 +31,9 @@ from recallstack.core.vector_store import VectorStore
 pytestmark = pytest.mark.filterwarnings(
     "error",  # an unclosed socket or transport, a coroutine never awaited: a failure
     "ignore:XDG_RUNTIME_DIR:UserWarning",  # platformdirs, as chromadb starts
+    # what another test in this process left for the collector: `loop_trouble` checks
+    # this test's own
+    "default::pytest.PytestUnraisableExceptionWarning",
 )
 NATIVE = [
     "pg",
@@ -106,15 +109,25 @@ def seeded(urls: Stores, threads: int = 1) -> None:
 
 @contextmanager
 def loop_trouble(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
-    """Fails when asyncio reports trouble: a task destroyed while pending, an
-    exception never retrieved, a callback that raised (the loop logs them; Python
-    warnings are errors here too)."""
+    """Fails when the test leaves trouble: a socket or transport it did not close, a
+    coroutine never awaited (Python warnings are errors here, and those raised as an
+    object is collected are recorded), a task destroyed while pending, an exception
+    never retrieved, a callback that raised (asyncio logs those)."""
+    import sys
     import warnings
 
-    with caplog.at_level(logging.WARNING), warnings.catch_warnings():
-        warnings.simplefilter("error")
-        yield
-        gc.collect()
+    gc.collect()  # what earlier tests left behind is theirs, reported to pytest
+    leaked: list[str] = []
+    previous = sys.unraisablehook
+    sys.unraisablehook = lambda raised: leaked.append(f"{raised.exc_value!r}")
+    try:
+        with caplog.at_level(logging.WARNING), warnings.catch_warnings():
+            warnings.simplefilter("error")
+            yield
+            gc.collect()
+    finally:
+        sys.unraisablehook = previous
+    assert leaked == []
     trouble = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert trouble == []
 
