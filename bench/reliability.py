@@ -59,7 +59,7 @@ from recallstack.core.chunking import chunk_text
 from recallstack.core.derived import digest
 from recallstack.core.errors import BackendError, IndexNotFoundError, RecallstackError
 from recallstack.core.metadata import epoch_ms
-from recallstack.core.semantic_recall import chunk_id
+from recallstack.core.recall.records import chunk_id
 
 for _logger in ("recallstack", "psycopg"):
     logging.getLogger(_logger).addHandler(logging.NullHandler())

@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from recallstack.core.async_memory import AsyncMemory, AwaitedBackend
+from recallstack.core.async_memory import AsyncMemory
+from recallstack.core.awaiting import AwaitedBackend
 
 
 class Awaited:

@@ -106,6 +106,28 @@ def sleep(seconds: float) -> None:
         time.sleep(seconds)
 
 
+class AwaitedBackend:
+    """A store whose methods are awaited: on the event loop when it awaits its
+    driver's asyncio API (`asyncio_driver`, and greenlet, which its extra brings, is
+    installed), else in a worker thread. How `AsyncMemory` calls every store."""
+
+    def __init__(self, backend: object) -> None:
+        self._backend = backend
+        native = getattr(backend, "asyncio_driver", False) and greenlet_installed()
+        self._spawn: Callable[..., Awaitable[Any]] = greenlet_spawn if native else asyncio.to_thread
+
+    def __getattr__(self, name: str) -> Any:
+        """A method, awaited; any other attribute as it is."""
+        method = getattr(self._backend, name)
+        if not callable(method):
+            return method
+
+        async def awaited(*args: Any, **kwargs: Any) -> Any:
+            return await self._spawn(method, *args, **kwargs)
+
+        return awaited
+
+
 class Awaiting:
     """An asyncio object (a driver's client, collection, ...) with its blocking twin's
     methods: each call's coroutine is awaited with `await_only`. Adapters subclass it

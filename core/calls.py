@@ -6,11 +6,18 @@ results (`thread = yield from call(Storage.get_thread, thread_id)`). `run`
 performs them on blocking backends, for `Memory`; `arun` awaits them on
 asynchronous ones, for `AsyncMemory`. Neither copy of the API holds any
 logic of its own (the "sans-I/O" pattern).
+
+A call names its backend by the attribute that holds it: the snake-case name
+of the method's class (`Storage.get_thread` is `backends.storage.get_thread`,
+`VectorStore.query` is `backends.vector_store.query`), so the object the
+runner is given is a plain record of typed fields (`core/engine.py`'s
+`Backends`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator, Mapping
+import re
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Concatenate, ParamSpec, TypeAlias, TypeVar
 
@@ -20,8 +27,8 @@ R = TypeVar("R")
 
 @dataclass(frozen=True)
 class Call:
-    """`<backend>.<method>(*args, **kwargs)`; the backend is named by its contract's
-    class (`Storage`, `VectorStore`, `CachedEmbedder`)."""
+    """`backends.<backend>.<method>(*args, **kwargs)`; the backend is the attribute
+    named for its contract's class (`storage`, `vector_store`, `cached_embedder`)."""
 
     backend: str
     method: str
@@ -38,13 +45,18 @@ def call(
 ) -> Steps[R]:
     """One backend call, typed by its contract's method:
     `thread = yield from call(Storage.get_thread, thread_id)`."""
-    backend, _, name = method.__qualname__.partition(".")
-    result: R = yield Call(backend, name, args, kwargs)
+    owner, _, name = method.__qualname__.partition(".")
+    result: R = yield Call(attribute_of(owner), name, args, kwargs)
     return result
 
 
-def run(steps: Steps[R], backends: Mapping[str, object]) -> R:
-    """Perform an operation's calls on blocking backends, by contract name; errors are
+def attribute_of(class_name: str) -> str:
+    """The attribute that holds a backend of this class: `VectorStore` → `vector_store`."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", class_name).lower()
+
+
+def run(steps: Steps[R], backends: object) -> R:
+    """Perform an operation's calls on blocking backends, by attribute; errors are
     raised into the operation where its call was made."""
     result: Any = None
     error: Exception | None = None
@@ -55,12 +67,14 @@ def run(steps: Steps[R], backends: Mapping[str, object]) -> R:
             return done.value  # type: ignore[no-any-return]
         result, error = None, None
         try:
-            result = getattr(backends[step.backend], step.method)(*step.args, **step.kwargs)
+            result = getattr(getattr(backends, step.backend), step.method)(
+                *step.args, **step.kwargs
+            )
         except Exception as exc:
             error = exc
 
 
-async def arun(steps: Steps[R], backends: Mapping[str, object]) -> R:
+async def arun(steps: Steps[R], backends: object) -> R:
     """`run` for asynchronous backends: each call's result is awaited."""
     result: Any = None
     error: Exception | None = None
@@ -71,7 +85,9 @@ async def arun(steps: Steps[R], backends: Mapping[str, object]) -> R:
             return done.value  # type: ignore[no-any-return]
         result, error = None, None
         try:
-            method: Callable[..., Awaitable[Any]] = getattr(backends[step.backend], step.method)
+            method: Callable[..., Awaitable[Any]] = getattr(
+                getattr(backends, step.backend), step.method
+            )
             result = await method(*step.args, **step.kwargs)
         except Exception as exc:
             error = exc

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from recallstack.core.backends import Backends
 from recallstack.core.calls import run
 from recallstack.core.derived import context_size, context_text, contexts, digest
 from recallstack.core.memory import Memory
@@ -171,7 +172,7 @@ def _compare(
     for hit in held:
         by_message.setdefault(str(hit.metadata.get("message_id")), []).append(hit)
     size = context_size(name)
-    earlier = run(contexts(current, size), {"Storage": memory.storage}) if size else {}
+    earlier = run(contexts(current, size), Backends(memory.storage)) if size else {}
     missing: list[str] = []
     stale: list[str] = []
     for m in current:

@@ -6,6 +6,7 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -36,11 +37,11 @@ class CachedEmbedder:
     def embed(self, texts: Sequence[str]) -> Matrix:
         """Vectors for the texts; raises `EmbeddingRefusedError` (positions in `texts`)
         when the embedder refused some, after caching the others."""
-        return run(self._embed(texts), {"Embedder": self.embedder})
+        return run(self._embed(texts), _Model(self.embedder))
 
     async def aembed(self, texts: Sequence[str]) -> Matrix:
         """`embed`, awaiting the embedder's `aembed`."""
-        return await arun(self._embed(texts), {"Embedder": _Awaited(self.embedder)})
+        return await arun(self._embed(texts), _Model(_Awaited(self.embedder)))
 
     def _embed(self, texts: Sequence[str]) -> Steps[Matrix]:
         keys = [self._key(t) for t in texts]
@@ -83,6 +84,12 @@ class CachedEmbedder:
                 f"for {len(batch)} texts, expected dimension {self.embedder.dimension}"
             )
         return vectors
+
+
+class _Model(NamedTuple):
+    """What `_embed`'s calls reach (`core/calls.py`): the model, blocking or awaited."""
+
+    embedder: Any
 
 
 class _Awaited:

@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import logging
-import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from recallstack.core.calls import run
 from recallstack.core.config import MemoryConfig
 from recallstack.core.embedder import Embedder
-from recallstack.core.errors import InvalidInputError
-from recallstack.core.message_history import MessageHistory
+from recallstack.core.engine import Engine, backends_from_env
 from recallstack.core.messages import Message
 from recallstack.core.operations import (
-    Operations,
     RecallResult,
     ReindexResult,
     SaveResult,
@@ -24,29 +20,11 @@ from recallstack.core.operations import (
 )
 from recallstack.core.processor import Processor
 from recallstack.core.records import Resource, Thread, ThreadPage
-from recallstack.core.registry import registry
-from recallstack.core.semantic_recall import SemanticRecall
 from recallstack.core.storage import Storage
 from recallstack.core.vector_store import VectorStore
 
 if TYPE_CHECKING:
     from recallstack.core.doctor import Checkup
-
-DEFAULT_URL = "libsql:///local.db"
-STORAGE_ENV, VECTOR_ENV, EMBEDDER_ENV = (
-    "RECALLSTACK_STORAGE",
-    "RECALLSTACK_VECTOR",
-    "RECALLSTACK_EMBEDDER",
-)
-"""The variables `Memory.from_env()` and the CLI read."""
-
-
-def backends_from_env() -> tuple[str | None, str | None, str | None]:
-    """The storage, vector store and embedder the environment names (None: the default)."""
-    storage, vector, embedder = (
-        os.environ.get(v) or None for v in (STORAGE_ENV, VECTOR_ENV, EMBEDDER_ENV)
-    )
-    return storage, vector, embedder
 
 
 class Memory:
@@ -67,56 +45,14 @@ class Memory:
         *,
         logger: logging.Logger | None = None,
     ) -> None:
-        self.config = MemoryConfig.model_validate(options or {})
-        self._opened: list[Storage | VectorStore] = []
-        """What this memory opened from URLs, and so closes; never what the caller passed."""
-        self._built: Embedder | None = None
-        """The embedder this memory built from a name, and so closes."""
-        try:
-            self._build(storage, vector, embedder, logger)
-        except BaseException:
-            self.close()
-            raise
-
-    def _build(
-        self,
-        storage: Storage | str | None,
-        vector: VectorStore | str | None,
-        embedder: Embedder | str | None,
-        logger: logging.Logger | None,
-    ) -> None:
-        if isinstance(embedder, str):  # first: a bad name is refused before a file is made
-            self._built = registry().embedder(embedder)
-        if isinstance(storage, Storage):
-            self.storage = storage
-        else:
-            self.storage = registry().storage(storage or DEFAULT_URL)
-            self._opened.append(self.storage)
-        self.history = MessageHistory(storage=self.storage, config=self.config)
-        self.semantic: SemanticRecall | None = None
-        self.vector: VectorStore | None = None
+        self._engine = Engine(storage, vector, embedder, options, logger)
+        self.config = self._engine.config
+        self.storage = self._engine.storage
+        self.vector = self._engine.vector
         """The vector store; without an embedder, the one given (or the default, beside
         the default storage), so that deletes and edits reach vectors others wrote."""
-        if embedder is None and self.config.semantic_recall:
-            raise InvalidInputError(
-                "semantic recall needs an embedder, e.g. 'local/all-MiniLM-L6-v2'"
-            )
-        if isinstance(vector, VectorStore):
-            self.vector = vector
-        elif embedder is not None or vector is not None or storage in (None, DEFAULT_URL):
-            self.vector = registry().vector_store(vector or DEFAULT_URL)
-            self._opened.append(self.vector)
-        if embedder is None or self.vector is None:
-            return
-        model = embedder if isinstance(embedder, Embedder) else self._built
-        assert model is not None
-        self.semantic = SemanticRecall(
-            storage=self.storage,
-            vector=self.vector,
-            embedder=model,
-            config=self.config,
-            logger=logger,
-        )
+        self.history = self._engine.history
+        self.semantic = self._engine.semantic
 
     @classmethod
     def from_env(
@@ -136,7 +72,8 @@ class Memory:
         self.close()
 
     def __del__(self) -> None:
-        if getattr(self, "_opened", None):
+        engine = getattr(self, "_engine", None)
+        if engine is not None and engine.opened:
             warnings.warn(
                 f"{type(self).__name__} was not closed: use `with Memory(...)` or close()",
                 ResourceWarning,
@@ -150,27 +87,14 @@ class Memory:
         memory's configuration, and `recall` runs their code."""
         return [self.history, *([self.semantic] if self.semantic else [])]
 
-    @property
-    def _ops(self) -> Operations:
-        return Operations(self.config, self.history, self.semantic, self.vector)
-
-    @property
-    def _backends(self) -> dict[str, object]:
-        backends: dict[str, object] = {"Storage": self.storage}
-        if self.vector is not None:
-            backends["VectorStore"] = self.vector
-        if self.semantic is not None:
-            backends["CachedEmbedder"] = self.semantic.embedder
-        return backends
-
     # ---- resources ----------------------------------------------------------------
 
     def get_resource(self, resource_id: str) -> Resource | None:
-        return run(self._ops.get_resource(resource_id), self._backends)
+        return self._engine.run(self._engine.operations.get_resource(resource_id))
 
     def update_resource(self, resource_id: str, metadata: Mapping[str, Any]) -> Resource:
         """Create or update a resource (usually a user) and its metadata."""
-        return run(self._ops.update_resource(resource_id, metadata), self._backends)
+        return self._engine.run(self._engine.operations.update_resource(resource_id, metadata))
 
     # ---- threads ----------------------------------------------------------------
 
@@ -183,14 +107,14 @@ class Memory:
         metadata: Mapping[str, Any] | None = None,
     ) -> Thread:
         """Create (or replace) a thread. Its metadata is copied into its messages' vectors."""
-        steps = self._ops.create_thread(resource_id, thread_id, title, metadata)
-        return run(steps, self._backends)
+        steps = self._engine.operations.create_thread(resource_id, thread_id, title, metadata)
+        return self._engine.run(steps)
 
     def get_thread(self, thread_id: str) -> Thread | None:
-        return run(self._ops.get_thread(thread_id), self._backends)
+        return self._engine.run(self._engine.operations.get_thread(thread_id))
 
     def list_threads(self, resource_id: str, **paging: Any) -> ThreadPage:
-        return run(self._ops.list_threads(resource_id, paging), self._backends)
+        return self._engine.run(self._engine.operations.list_threads(resource_id, paging))
 
     def update_thread(
         self, thread_id: str, *, title: str | None = None, metadata: Mapping[str, Any] | None = None
@@ -200,7 +124,7 @@ class Memory:
         The messages' ledger records are cleared before anything changes, so a
         failure or a crash part-way leaves them for `reindex()`.
         """
-        return run(self._ops.update_thread(thread_id, title, metadata), self._backends)
+        return self._engine.run(self._engine.operations.update_thread(thread_id, title, metadata))
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread, its messages, and their vectors in every index.
@@ -208,25 +132,36 @@ class Memory:
         Ledger first, vectors next, messages last: a crash part-way leaves
         messages that `reindex()` indexes again, never vectors of deleted ones.
         """
-        run(self._ops.delete_thread(thread_id), self._backends)
+        self._engine.run(self._engine.operations.delete_thread(thread_id))
 
     # ---- messages ----------------------------------------------------------------
 
     def save_messages(
-        self, messages: Sequence[Message], thread_config: Mapping[str, Any] | None = None
+        self,
+        messages: Sequence[Message],
+        thread_config: Mapping[str, Any] | None = None,
+        *,
+        vectors: Mapping[str, Sequence[float]] | None = None,
     ) -> SaveResult:
-        """Save messages (storage first: this succeeds or raises), then index them."""
-        return run(self._ops.save_messages(messages, thread_config), self._backends)
+        """Save messages (storage first: this succeeds or raises), then index them.
+
+        `vectors` are vectors of this memory's index by chunk id (a message's id, or
+        `<id>#<k>` for the k-th chunk of one cut into several), written instead of
+        embedding those chunks: how `migrate` and `import` copy a memory's vectors.
+        Each is checked (dimension, finite, not zero) before anything is written.
+        """
+        steps = self._engine.operations.save_messages(messages, thread_config, vectors)
+        return self._engine.run(steps)
 
     def update_messages(
         self, messages: Sequence[Message], thread_config: Mapping[str, Any] | None = None
     ) -> SaveResult:
         """Replace existing messages; changed text is embedded again."""
-        return run(self._ops.update_messages(messages, thread_config), self._backends)
+        return self._engine.run(self._engine.operations.update_messages(messages, thread_config))
 
     def delete_messages(self, ids: Sequence[str]) -> None:
         """Delete messages and their vectors in every index."""
-        run(self._ops.delete_messages(ids), self._backends)
+        self._engine.run(self._engine.operations.delete_messages(ids))
 
     # ---- recall ------------------------------------------------------------------
 
@@ -243,10 +178,10 @@ class Memory:
 
         Raises (unlike the processor, which fails open).
         """
-        steps = self._ops.recall(
+        steps = self._engine.operations.recall(
             thread_id, resource_id, vector_search_string, per_page, page, thread_config
         )
-        return run(steps, self._backends)
+        return self._engine.run(steps)
 
     def search(
         self,
@@ -262,8 +197,10 @@ class Memory:
         threads, or only `thread_id`'s (which must be the resource's). What is not given
         comes from this memory's semantic recall options; no thread is needed and no
         history is excluded."""
-        steps = self._ops.search(resource_id, query, top_k, filter, threshold, thread_id)
-        return run(steps, self._backends)
+        steps = self._engine.operations.search(
+            resource_id, query, top_k, filter, threshold, thread_id
+        )
+        return self._engine.run(steps)
 
     def reindex(
         self, batch_size: int = 256, progress: Callable[[int, int], None] | None = None
@@ -276,7 +213,7 @@ class Memory:
         is down), it stops there. `progress(done, total)` is called after each
         batch, `done` counting failures too.
         """
-        return run(self._ops.reindex(batch_size, progress), self._backends)
+        return self._engine.run(self._engine.operations.reindex(batch_size, progress))
 
     def doctor(
         self, *, repair: bool = False, progress: Callable[[int, int], None] | None = None
@@ -293,9 +230,4 @@ class Memory:
     def close(self) -> None:
         """Close the stores this memory opened from URLs and the embedder it built from a
         name (not those passed in); idempotent."""
-        opened, self._opened = self._opened, []
-        for store in reversed(opened):
-            store.close()
-        built, self._built = self._built, None
-        if built is not None:
-            built.close()
+        self._engine.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from recallstack.core.backends import Backends
 from recallstack.core.calls import Steps, call, run
 from recallstack.core.config import MemoryConfig
 from recallstack.core.errors import NotFoundError
@@ -29,18 +30,14 @@ class MessageHistory:
         config: MemoryConfig | None = None,
     ) -> None:
         self.storage = storage
+        self.backends = Backends(storage)
         self.config = config or MemoryConfig(last_messages=last_messages)
 
     def recent(
         self, thread_id: str, resource_id: str | None, per_page: int, page: int = 0
-    ) -> MessagePage:
+    ) -> Steps[MessagePage]:
         """A page of the thread's newest messages (page 0 the newest), chronological,
         tagged `source="memory"`."""
-        return run(self.recent_steps(thread_id, resource_id, per_page, page), self._backends)
-
-    def recent_steps(
-        self, thread_id: str, resource_id: str | None, per_page: int, page: int = 0
-    ) -> Steps[MessagePage]:
         newest = yield from call(
             Storage.list_messages,
             thread_id,
@@ -52,23 +49,17 @@ class MessageHistory:
         items = [m.model_copy(update={"source": "memory"}) for m in reversed(newest.items)]
         return newest.model_copy(update={"items": items})
 
-    @property
-    def _backends(self) -> dict[str, object]:
-        return {"Storage": self.storage}
-
     def process_input(self, messages: list[Message], context: RequestContext) -> list[Message]:
         """Put the thread's recent messages (not already in the input) before the
         conversation, after its system messages. Storage errors raise."""
-        return run(self.process_input_steps(messages, context), self._backends)
+        return run(self.input_steps(messages, context), self.backends)
 
-    def process_input_steps(
-        self, messages: list[Message], context: RequestContext
-    ) -> Steps[list[Message]]:
+    def input_steps(self, messages: list[Message], context: RequestContext) -> Steps[list[Message]]:
         last = self.config.merged(context.config).last_messages
         if last is False or last == 0:
             return messages
         present = {m.id for m in messages}
-        recent = yield from self.recent_steps(context.thread_id, context.resource_id, last)
+        recent = yield from self.recent(context.thread_id, context.resource_id, last)
         history = [m for m in recent.items if m.id not in present]
         system = [m for m in messages if m.role == "system"]
         return [*system, *history, *(m for m in messages if m.role != "system")]
@@ -77,9 +68,9 @@ class MessageHistory:
         self, messages: list[Message], context: RequestContext
     ) -> list[Message]:
         """Persist the new messages (not those memory added), creating the thread if needed."""
-        return run(self.process_output_steps(messages, context), self._backends)
+        return run(self.output_steps(messages, context), self.backends)
 
-    def process_output_steps(
+    def output_steps(
         self, messages: list[Message], context: RequestContext
     ) -> Steps[list[Message]]:
         new = [m for m in messages if m.source is None]

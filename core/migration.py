@@ -23,15 +23,15 @@ from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from recallstack.core.calls import run
 from recallstack.core.config import SemanticRecallConfig
 from recallstack.core.derived import digest
 from recallstack.core.errors import InvalidInputError, NotFoundError
 from recallstack.core.inputs import json_line
 from recallstack.core.memory import Memory
 from recallstack.core.messages import Message
+from recallstack.core.recall import Hit, SemanticRecall
+from recallstack.core.recall.records import chunk_id
 from recallstack.core.records import Resource, Thread
-from recallstack.core.semantic_recall import Hit, SemanticRecall, chunk_id
 from recallstack.core.storage import Storage
 from recallstack.core.store_pages import PAGE, messages_of, resources_of, threads_of
 from recallstack.core.vector_reads import vectors_of
@@ -133,7 +133,7 @@ def import_records(memory: Memory, found: list[Line], progress: Progress | None 
 
     def flush() -> None:
         if batch:
-            saved = run(memory._ops.save_messages(batch, None, known), memory._backends)
+            saved = memory.save_messages(batch, vectors=known)
             result.messages += len(batch)
             if memory.semantic is not None and known:
                 copied = {m.id for m in batch if _has_all(memory.semantic, m, known)}
@@ -319,7 +319,7 @@ def migrate(source: Memory, target: Memory, progress: Progress | None = None) ->
             changed += _without_vectors(target, [m for m in batch if m not in changed])
             if changed:
                 known, complete = vectors.chunks(changed) if vectors is not None else ({}, set())
-                saved = run(target._ops.save_messages(changed, None, known), target._backends)
+                saved = target.save_messages(changed, vectors=known)
                 result.copied_vectors += len(complete.intersection(saved.indexed))
                 result.copied_messages += len(changed)
             if progress is not None and done - reported >= PAGE:

@@ -16,10 +16,13 @@ from recallstack.core.inputs import check_id, check_ids
 from recallstack.core.message_history import MessageHistory
 from recallstack.core.messages import Message, utc_now
 from recallstack.core.metadata import normalize_metadata
+from recallstack.core.recall import Hit, Recalled, SemanticRecall
+from recallstack.core.recall.indexes import existing_indexes
+from recallstack.core.recall.retrieval import merge
 from recallstack.core.records import Resource, Thread, ThreadPage
-from recallstack.core.semantic_recall import Hit, Recalled, SemanticRecall
+from recallstack.core.scores import Matrix
 from recallstack.core.storage import Storage
-from recallstack.core.vector_store import VectorStore
+from recallstack.core.vector_store import VectorStore, check_vector
 
 
 @dataclass(frozen=True)
@@ -159,7 +162,7 @@ class Operations:
         if self.semantic is None:
             return ThreadUpdateResult(thread)
         messages = (yield from call(Storage.list_messages, thread_id)).items
-        report = yield from self.semantic.index_steps(
+        report = yield from self.semantic.indexing.index(
             messages, self.config.recall_or_default, threads={thread.id: thread}
         )
         return ThreadUpdateResult(thread, report.indexed, report.failed, report.error)
@@ -176,7 +179,8 @@ class Operations:
         """Every index that may hold this storage's vectors (`derived.recorded_indexes`),
         this memory's own among them."""
         if self.semantic is not None:
-            return (yield from self.semantic.index_names_steps())
+            model = self.semantic.embedder.embedder
+            return (yield from existing_indexes(self.config.recall_or_default, model))
         if self.vector is None:
             return []
         return (yield from recorded_indexes())
@@ -224,9 +228,10 @@ class Operations:
         self,
         messages: Sequence[Message],
         thread_config: Mapping[str, Any] | None,
-        known: Mapping[str, Sequence[float]] | None = None,
+        vectors: Mapping[str, Sequence[float]] | None = None,
     ) -> Steps[SaveResult]:
         recall = self.config.merged(thread_config).semantic_recall or None
+        known = self._checked_vectors(vectors) if vectors else {}
         own = self._own_names(recall)
         # the ledger's names are cheap to read; only indexes others write cost more
         names = (yield from call(Storage.index_names)) if self.vector is not None else []
@@ -245,9 +250,9 @@ class Operations:
         # deletes nothing, which keeps every backend's write to an upsert
         new = [m.id for m in saved.messages if m.id not in saved.existing]
         saved_ids = {m.id for m in saved.messages}
-        following = yield from self.semantic.followers_steps(list(saved_ids), recall)
+        following = yield from followers(list(saved_ids), recall.context)
         refresh = {m.id: m for m in [*stale, *following] if m.id not in saved_ids}
-        report = yield from self.semantic.index_steps(
+        report = yield from self.semantic.indexing.index(
             [*saved.messages, *refresh.values()],
             recall,
             new=new,
@@ -260,6 +265,19 @@ class Operations:
             [i for i in report.failed if i in saved_ids],
             report.error,
         )
+
+    def _checked_vectors(self, given: Mapping[str, Sequence[float]]) -> dict[str, Matrix]:
+        """Vectors given to a save, each checked as an upsert checks it, before anything
+        is written: an error names the chunk id."""
+        semantic = self._semantic()
+        if not isinstance(given, Mapping):
+            raise InvalidInputError("vectors must map chunk ids to vectors")
+        dimension = semantic.embedder.embedder.dimension
+        metric = semantic.config.recall_or_default.index_config.metric
+        return {
+            str(chunk): check_vector(vector, dimension, metric, f"vectors[{chunk!r}]")
+            for chunk, vector in given.items()
+        }
 
     def _moving_followers(
         self, messages: Sequence[Message], recall: SemanticRecallConfig | None
@@ -280,7 +298,7 @@ class Operations:
                 by_resource.setdefault(thread.resource_id, []).extend(named)
         stale: list[Message] = []
         for resource_id, ids in by_resource.items():
-            stale += yield from self.semantic.followers_steps(ids, recall, resource_id)
+            stale += yield from followers(ids, recall.context, resource_id)
         if stale:
             yield from call(Storage.forget_indexed, [m.id for m in stale])
         return stale
@@ -306,7 +324,7 @@ class Operations:
         others = yield from self._others_followers(names, own, ids)
         followers_ = []
         if self.semantic is not None:
-            followers_ = yield from self.semantic.followers_steps(ids, config)
+            followers_ = yield from followers(ids, config.context)
         stale = [i for found in others.values() for i in found]
         yield from call(Storage.forget_indexed, [*ids, *(m.id for m in followers_), *stale])
         if self.vector is not None:
@@ -316,7 +334,7 @@ class Operations:
                 yield from delete_vectors([name], found, max_values=limit)
         yield from call(Storage.delete_messages, ids)
         if self.semantic is not None and followers_:
-            yield from self.semantic.index_steps(followers_, config)
+            yield from self.semantic.indexing.index(followers_, config)
 
     # ---- recall ------------------------------------------------------------------
 
@@ -340,19 +358,19 @@ class Operations:
                 )
             resource_id = thread.resource_id
         size = per_page if per_page is not None else (config.last_messages or 0)
-        history = yield from self.history.recent_steps(thread_id, resource_id, size, page)
+        history = yield from self.history.recent(thread_id, resource_id, size, page)
         recalled = Recalled([], [])
         context = history.items
         if vector_search_string and config.semantic_recall:
             semantic = self._semantic()
-            recalled = yield from semantic.recall_steps(
+            recalled = yield from semantic.retrieval.recall(
                 vector_search_string,
                 thread_id,
                 resource_id,
                 config.semantic_recall,
                 exclude={m.id for m in history.items},
             )
-            context = yield from semantic.merge_steps(history.items, recalled.messages, thread_id)
+            context = yield from merge(history.items, recalled.messages, thread_id)
         return RecallResult(
             messages=sorted([*history.items, *recalled.messages], key=lambda m: m.sort_key),
             context=context,
@@ -382,7 +400,7 @@ class Operations:
         changes = {key: value for key, value in given.items() if value is not None}
         scope = "resource" if thread_id is None else "thread"
         config = self.config.merged({"semantic_recall": {**changes, "scope": scope}})
-        hits = yield from semantic.search_steps(
+        hits = yield from semantic.retrieval.search(
             query, thread_id, resource_id, config.recall_or_default
         )
         messages = yield from call(Storage.get_messages, [h.message_id for h in hits])
@@ -409,8 +427,8 @@ class Operations:
         while batch := (yield from call(Storage.unindexed, name, limit=batch_size, after=cursor)):
             cursor = batch[-1]
             # a message saved but not yet indexed may have changed its followers' context
-            followers = yield from semantic.followers_steps([m.id for m in batch], config)
-            report = yield from semantic.index_steps([*batch, *followers], config)
+            following = yield from followers([m.id for m in batch], config.context)
+            report = yield from semantic.indexing.index([*batch, *following], config)
             asked = {m.id for m in batch}
             done += len(asked.intersection(report.indexed))
             failed += [i for i in report.refused if i in asked]
@@ -419,7 +437,7 @@ class Operations:
             singles = []
             for m in batch:
                 if m.id in retry:
-                    singles.append((yield from semantic.index_steps([m], config)))
+                    singles.append((yield from semantic.indexing.index([m], config)))
             done += sum(len(r.indexed) for r in singles)
             failed += [i for r in singles for i in r.failed]
             if progress is not None:

@@ -166,7 +166,7 @@ class VectorStore(ABC):
             raise InvalidInputError(f"min_score must be a finite number, got {min_score!r}")
         node = self._filter(filter)
         dimension, metric = self._require(name)
-        q = _validate_vector(vector, dimension, metric, f"query on index {name!r}")
+        q = check_vector(vector, dimension, metric, f"query on index {name!r}")
         hits = self._query(name, q, top_k, node, include_vector, min_score)
         if metric == "cosine" and any(not -1.0 <= h.score <= 1.0 for h in hits):
             # an engine's rounding stepped past ±1 (a vector with itself): held to the
@@ -202,7 +202,7 @@ class VectorStore(ABC):
         if vector is None and metadata is None:
             raise InvalidInputError("update needs a vector, metadata or both")
         dimension, metric = self._require(name)
-        v = None if vector is None else _validate_vector(vector, dimension, metric, "update")
+        v = None if vector is None else check_vector(vector, dimension, metric, "update")
         meta = None if metadata is None else normalize_metadata(metadata, "update.metadata")
         self._update(name, target, v, meta)
 
@@ -316,9 +316,11 @@ def _check_id(value: Any, where: str) -> str:
     return value
 
 
-def _validate_vector(
+def check_vector(
     vector: Sequence[float] | Matrix, dimension: int, metric: Metric, where: str
 ) -> Matrix:
+    """One vector as float32, refused (`InvalidInputError`, naming `where`) when it has
+    another dimension, a NaN or infinite component, or is zero under cosine."""
     try:
         v = np.asarray(vector, dtype=np.float32)
     except (TypeError, ValueError) as exc:
@@ -384,18 +386,18 @@ def _validate_matrix(
         matrix = None
     if matrix is None or matrix.ndim != 2 or matrix.shape[1] != dimension:
         rows = [
-            _validate_vector(v, dimension, metric, f"{where}: vectors[{n}]")
+            check_vector(v, dimension, metric, f"{where}: vectors[{n}]")
             for n, v in enumerate(vectors)
         ]
         return np.stack(rows)
-    # as in _validate_vector: finite, non-zero sums of squares prove every row good, in
+    # as in check_vector: finite, non-zero sums of squares prove every row good, in
     # one pass with no temporary; otherwise the largest components decide
     squares = np.einsum("ij,ij->i", matrix, matrix)
     if np.isfinite(squares).all() and (metric != "cosine" or squares.all()):
         return matrix
-    largest = np.abs(matrix).max(axis=1)  # NaN and infinity propagate, as in _validate_vector
+    largest = np.abs(matrix).max(axis=1)  # NaN and infinity propagate, as in check_vector
     bad = ~np.isfinite(largest) | ((largest == 0.0) if metric == "cosine" else False)
     if bad.any():
         n = int(np.argmax(bad))
-        _validate_vector(matrix[n], dimension, metric, f"{where}: vectors[{n}]")  # raises
+        check_vector(matrix[n], dimension, metric, f"{where}: vectors[{n}]")  # raises
     return matrix

@@ -22,7 +22,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -65,6 +65,14 @@ class Pause:
 class AsyncPause:
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
+
+
+class _Transport(NamedTuple):
+    """What the steps' calls reach (`core/calls.py`): `httpx.Client.post` is
+    `client.post`, `Pause.sleep` is `pause.sleep`, blocking or awaited."""
+
+    client: Any
+    pause: Pause | AsyncPause
 
 
 class OpenAIEmbedder(Embedder):
@@ -131,15 +139,15 @@ class OpenAIEmbedder(Embedder):
         return self._offsets(text) if self._offsets else super().token_offsets(text)
 
     @property
-    def _blocking(self) -> dict[str, object]:
-        return {"Client": self._client, "Pause": Pause()}
+    def _blocking(self) -> _Transport:
+        return _Transport(self._client, Pause())
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         return run(self._embed(texts), self._blocking)
 
     async def aembed(self, texts: Sequence[str]) -> Matrix:
         """`embed` on the event loop, through the loop's `httpx.AsyncClient`."""
-        backends = {"Client": await self._async_clients.aget(), "Pause": AsyncPause()}
+        backends = _Transport(await self._async_clients.aget(), AsyncPause())
         return await arun(self._embed(texts), backends)
 
     def _embed(self, texts: Sequence[str]) -> Steps[Matrix]:

@@ -25,8 +25,8 @@ except ImportError as exc:
 
 from recallstack.core.batching import batched
 from recallstack.core.embedder import Embedder
+from recallstack.core.engine import EMBEDDER_ENV
 from recallstack.core.errors import InvalidInputError
-from recallstack.core.memory import EMBEDDER_ENV
 from recallstack.core.registry import registry
 from recallstack.core.vector_store import VectorStore
 from recallstack.core.vectors import Metric, QueryResult

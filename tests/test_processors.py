@@ -10,14 +10,15 @@ import pytest
 
 from recallstack.adapters.memory.storage import InMemoryStorage
 from recallstack.adapters.memory.vector import InMemoryVectorStore
-from recallstack.core.cross_thread import render
 from recallstack.core.errors import NotFoundError
 from recallstack.core.memory import Memory
 from recallstack.core.message_history import MessageHistory
 from recallstack.core.messages import Message
 from recallstack.core.processor import RequestContext
+from recallstack.core.recall import SemanticRecall
+from recallstack.core.recall.other_threads import render
+from recallstack.core.recall.retrieval import merge_chronologically
 from recallstack.core.records import Thread
-from recallstack.core.semantic_recall import SemanticRecall, merge_chronologically
 from recallstack.embedders.hashing import HashEmbedder
 
 T0 = datetime(2024, 1, 15, 10, 30, tzinfo=UTC)

@@ -33,9 +33,9 @@ from recallstack.core.operations import (
     ThreadUpdateResult,
 )
 from recallstack.core.processor import Processor, RequestContext
+from recallstack.core.recall import Hit, SemanticRecall
 from recallstack.core.records import Include, Page, Resource, Thread
 from recallstack.core.registry import Backend, ConformanceTarget, registry
-from recallstack.core.semantic_recall import Hit, SemanticRecall
 from recallstack.core.storage import Storage
 from recallstack.core.vector_store import VectorStore
 from recallstack.core.vectors import IndexConfig, IndexStats, QueryResult

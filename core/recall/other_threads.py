@@ -1,4 +1,4 @@
-"""The one system message that carries messages remembered from other threads."""
+"""The one system message that carries messages recalled from other threads."""
 
 from __future__ import annotations
 

@@ -1,0 +1,274 @@
+"""Indexing: a message's chunks embedded and upserted, stale chunks deleted, the ledger
+written last; contextual vectors beside them (docs/spec/semantic-recall.md §4)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from recallstack.core.batching import batched
+from recallstack.core.calls import Steps, call
+from recallstack.core.chunking import chunk_text
+from recallstack.core.config import SemanticRecallConfig
+from recallstack.core.derived import context_text, contexts, digest
+from recallstack.core.embedding_cache import CachedEmbedder
+from recallstack.core.errors import EmbeddingRefusedError
+from recallstack.core.filters import Condition, and_filters
+from recallstack.core.messages import Message
+from recallstack.core.recall.indexes import context_index, main_index
+from recallstack.core.recall.records import IndexReport, chunk_id, vector_metadata
+from recallstack.core.records import Thread
+from recallstack.core.scores import Matrix
+from recallstack.core.storage import Storage
+from recallstack.core.vector_store import VectorStore
+
+CONTEXT_CHECKS = 3
+"""How many times a save reads contexts again after writing them (`_write_contexts`)."""
+
+
+def chunks(embedder: CachedEmbedder, text: str, overlap: int) -> list[str]:
+    """A text cut into chunks the embedder's model takes whole."""
+    model = embedder.embedder
+    return chunk_text(text, model.max_input, model.token_offsets, overlap)
+
+
+def chunks_of(
+    embedder: CachedEmbedder, message: Message, config: SemanticRecallConfig
+) -> list[str]:
+    """What is embedded of a message: its text's chunks; none of a system message."""
+    if message.role == "system":
+        return []
+    return chunks(embedder, message.text, config.chunk_overlap)
+
+
+class Indexing:
+    """Writes messages' vectors; remembers which indexes it has made, so that each is
+    created once per process."""
+
+    def __init__(self, embedder: CachedEmbedder, vector: VectorStore, log: logging.Logger) -> None:
+        self.embedder = embedder
+        self.vector = vector
+        """Read for its capabilities only: the calls go through the runner."""
+        self.log = log
+        self._ready: set[str] = set()
+
+    def index(
+        self,
+        messages: Sequence[Message],
+        config: SemanticRecallConfig,
+        new: Collection[str] = (),
+        threads: Mapping[str, Thread] | None = None,
+        known: Mapping[str, Matrix] | None = None,
+    ) -> Steps[IndexReport]:
+        """Write messages' vectors (one per chunk), then record them as indexed.
+
+        The caller has cleared the messages' ledger records first (saving a
+        message does; see `Memory`), so a crash at any point leaves them for
+        `Memory.reindex()`. System messages and messages without text have no
+        vectors: any they had are removed. `new` names messages the caller
+        knows had no stored version before, so no vectors to remove; `threads`
+        the messages' threads when the caller has read them already; `known`
+        vectors of this index's model by chunk id, written instead of embedding
+        those chunks (a migration copies them). An embedder or vector store
+        failure is logged and reported, and nothing is recorded; a message the
+        embedder refuses (and only it) is reported and left unrecorded, while
+        the rest of the batch is indexed.
+        """
+        model = self.embedder.embedder
+        name, context_name = main_index(config, model), context_index(config, model)
+        messages = list(messages)
+        threads = dict(threads or {})
+        unsettled: dict[str, str] = {}
+        try:
+            own = {m.id: chunks_of(self.embedder, m, config) for m in messages}
+            refused = yield from self._write(
+                name, messages, config, own, {}, new, threads, known or {}
+            )
+            if context_name is not None:
+                also, unsettled = yield from self._write_contexts(
+                    context_name, messages, own, config, new, threads
+                )
+                refused |= also
+        except Exception as exc:
+            self._ready -= {name, context_name}
+            self.log.exception("semantic recall: indexing %d messages failed", len(messages))
+            return IndexReport(failed=[m.id for m in messages], error=str(exc))
+        failed = {**refused, **unsettled}
+        done = [m.id for m in messages if m.id not in failed]
+        for indexed in filter(None, (name, context_name)):
+            yield from call(Storage.mark_indexed, done, indexed)
+        if not failed:
+            return IndexReport(indexed=done)
+        first = next(iter(failed))
+        self.log.error(
+            "semantic recall: %d messages not indexed, %s: %s", len(failed), first, failed[first]
+        )
+        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        error = f"message {first!r}: {failed[first]}{more}"
+        return IndexReport(done, list(failed), error, refused=list(refused))
+
+    def _write_contexts(
+        self,
+        name: str,
+        messages: list[Message],
+        own: Mapping[str, list[str]],
+        config: SemanticRecallConfig,
+        new: Collection[str],
+        threads: dict[str, Thread],
+    ) -> Steps[tuple[dict[str, str], dict[str, str]]]:
+        """Write the messages' contextual vectors, then read their contexts again: a
+        save running beside this one may have changed one after it was read (its own
+        rewrite then lost to this older one). Those are written again, so the last
+        writer of a vector always checks after it. Returns the refused messages, and
+        those whose context still changed after `CONTEXT_CHECKS` rounds (left for
+        `reindex()`)."""
+        texts, previous = yield from self._contexts(messages, own, config)
+        refused = yield from self._write(name, messages, config, texts, previous, new, threads, {})
+        todo = [m for m in messages if m.id not in refused]
+        for _ in range(CONTEXT_CHECKS):
+            again, after = yield from self._contexts(todo, own, config)
+            todo = [m for m in todo if (again[m.id], after[m.id]) != (texts[m.id], previous[m.id])]
+            if not todo:
+                return refused, {}
+            texts, previous = {**texts, **again}, {**previous, **after}
+            refused |= yield from self._write(name, todo, config, texts, previous, (), threads, {})
+            todo = [m for m in todo if m.id not in refused]
+        why = "its context changed while it was written; reindex() writes it"
+        return refused, dict.fromkeys((m.id for m in todo), why)
+
+    def _contexts(
+        self, messages: list[Message], own: Mapping[str, list[str]], config: SemanticRecallConfig
+    ) -> Steps[tuple[dict[str, list[str]], dict[str, dict[str, Any]]]]:
+        """Each message's contextual text, chunked (`derived.contexts`); and, as vector
+        metadata, the message just before it (`previous_id`), which a contextual hit
+        credits, and the text's digest, by which `doctor` tells a stale vector. A
+        message with no chunks of its own (`own`) has none."""
+        embedded = [m for m in messages if own[m.id]]
+        earlier = yield from contexts(embedded, config.context)
+        texts: dict[str, list[str]] = {}
+        previous: dict[str, dict[str, Any]] = {}
+        for m in messages:
+            if not own[m.id]:
+                texts[m.id], previous[m.id] = [], {}
+                continue
+            text = context_text(earlier[m.id], m)
+            texts[m.id] = chunks(self.embedder, text, config.chunk_overlap)
+            previous[m.id] = {"context_digest": digest(text)}
+            if earlier[m.id]:
+                previous[m.id]["previous_id"] = earlier[m.id][-1].id
+        return texts, previous
+
+    def _write(
+        self,
+        name: str,
+        messages: list[Message],
+        config: SemanticRecallConfig,
+        texts: Mapping[str, list[str]],
+        extra: Mapping[str, dict[str, Any]],
+        new: Collection[str],
+        threads: dict[str, Thread],
+        known: Mapping[str, Matrix],
+    ) -> Steps[dict[str, str]]:
+        """Upsert every chunk's vector, then delete the chunks a message no longer has:
+        new vectors exist before old ones go, and a save of new messages deletes nothing.
+
+        `texts` are the chunks embedded of each message, `extra` metadata its vectors
+        carry besides `vector_metadata`. Returns the messages the embedder refused a
+        chunk of, with why: none of their vectors is touched.
+        """
+        ids: list[str] = []
+        inputs: list[str] = []
+        metadata: list[dict[str, Any]] = []
+        counts: dict[str, int] = {}
+        for m in messages:
+            counts[m.id] = len(texts[m.id])
+            if not texts[m.id]:
+                continue
+            if m.thread_id not in threads:
+                found = yield from call(Storage.get_thread, m.thread_id)
+                if found is not None:
+                    threads[m.thread_id] = found
+            common = {**vector_metadata(m, threads.get(m.thread_id)), **extra.get(m.id, {})}
+            for k, chunk in enumerate(texts[m.id]):
+                ids.append(chunk_id(m.id, k, len(texts[m.id])))
+                inputs.append(chunk)
+                metadata.append({**common, "chunk": k})
+        if (
+            not ids
+            and name not in self._ready
+            and name not in (yield from call(VectorStore.list_indexes))
+        ):
+            return {}  # nothing to write, and no index that could hold stale chunks
+        if name not in self._ready:
+            dimension = self.embedder.embedder.dimension
+            yield from call(VectorStore.create_index, name, dimension, config=config.index_config)
+            self._ready.add(name)
+        refused: dict[str, str] = {}
+        if ids:
+            refused = yield from self._upsert(name, ids, inputs, metadata, known)
+        new = set(new)
+        yield from self._delete_stale(
+            name, {m: n for m, n in counts.items() if m not in new and m not in refused}
+        )
+        yield from call(VectorStore.wait_until_consistent, name)  # the next recall reads it
+        return refused
+
+    def _upsert(
+        self,
+        name: str,
+        ids: list[str],
+        inputs: list[str],
+        metadata: list[dict[str, Any]],
+        known: Mapping[str, Matrix],
+    ) -> Steps[dict[str, str]]:
+        """Embed the chunks not `known` and upsert every vector but those of a message
+        the embedder refused a chunk of; returns those messages, with why."""
+        vectors = np.empty((len(ids), self.embedder.embedder.dimension), dtype=np.float32)
+        todo = [i for i, chunk in enumerate(ids) if chunk not in known]
+        for i, chunk in enumerate(ids):
+            if chunk in known:
+                vectors[i] = known[chunk]
+        refused: dict[str, str] = {}
+        if todo:
+            try:
+                vectors[todo] = yield from call(CachedEmbedder.embed, [inputs[i] for i in todo])
+            except EmbeddingRefusedError as exc:
+                vectors[todo] = exc.vectors
+                refused = {
+                    str(metadata[todo[i]]["message_id"]): why for i, why in exc.refused.items()
+                }
+        keep = [i for i, row in enumerate(metadata) if row["message_id"] not in refused]
+        if keep:
+            yield from call(
+                VectorStore.upsert,
+                name,
+                [ids[i] for i in keep],
+                vectors[keep],
+                [metadata[i] for i in keep],
+            )
+        return refused
+
+    def _delete_stale(self, name: str, counts: dict[str, int]) -> Steps[None]:
+        """Delete the chunks beyond each message's current count of `counts[id]`.
+
+        Chunk ids are deterministic (`chunk_id`), so what may be stale is known
+        without reading: chunks numbered from the count on, and the one id whose
+        name changes between one chunk and several (`<id>` against `<id>#0`).
+        """
+        if not counts:
+            return
+        renamed = [chunk_id(i, 0, 2 if n == 1 else 1) for i, n in counts.items() if n > 0]
+        if renamed:
+            yield from call(VectorStore.delete, name, ids=renamed)
+        beyond: dict[int, list[str]] = {}
+        for message_id, n in counts.items():
+            beyond.setdefault(n, []).append(message_id)
+        for n, group in beyond.items():
+            for ids in batched(group, self.vector.capabilities.max_filter_values):
+                stale = and_filters(
+                    Condition(("message_id",), "$in", tuple(ids)), Condition(("chunk",), "$gte", n)
+                )
+                yield from call(VectorStore.delete, name, filter=stale)

@@ -1,0 +1,64 @@
+"""What recall hands back (hits, what a save indexed) and what each vector of a message
+carries: its id and metadata, which every write path and the filter checks share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from recallstack.core.messages import Message
+from recallstack.core.metadata import epoch_ms, normalize_metadata
+from recallstack.core.records import Thread
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A recalled message and its score: the best over the query's chunks, or under
+    hybrid recall the fused one, with each signal's own score beside it."""
+
+    message_id: str
+    thread_id: str
+    score: float
+    dense_score: float | None = None
+    """The semantic similarity (None: not among the semantic candidates)."""
+    keyword_score: float | None = None
+    """BM25 (None: not among the keyword candidates, or no hybrid recall)."""
+    context_score: float | None = None
+    """The similarity of the message's contextual vector (None: not among those
+    candidates, or no contextual vectors)."""
+
+
+@dataclass(frozen=True)
+class IndexReport:
+    """What indexing a batch did: failures are reported, never dropped."""
+
+    indexed: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    error: str | None = None
+    refused: list[str] = field(default_factory=list)
+    """The failed messages the embedder refused: trying them again will not help."""
+
+
+@dataclass(frozen=True)
+class Recalled:
+    hits: list[Hit]
+    messages: list[Message]
+    """The hits and their neighbours, chronological, tagged `source="memory"`."""
+
+
+def vector_metadata(message: Message, thread: Thread | None) -> dict[str, Any]:
+    """What every vector of a message carries but its `chunk`: the thread's metadata,
+    then the reserved keys, which win."""
+    return {
+        **normalize_metadata(thread.metadata if thread else {}, "thread metadata"),
+        "message_id": message.id,
+        "thread_id": message.thread_id,
+        "resource_id": message.resource_id or (thread.resource_id if thread else None),
+        "role": message.role,
+        "created_at": epoch_ms(message.created_at),
+    }
+
+
+def chunk_id(message_id: str, k: int, count: int) -> str:
+    """A chunk's vector id: the message id for a single chunk, `<message id>#<k>` otherwise."""
+    return message_id if count == 1 else f"{message_id}#{k}"

@@ -1,0 +1,257 @@
+"""Retrieval: the nearest messages to a query, fused with keyword hits under hybrid recall,
+then their neighbour windows, merged into the input (docs/spec/semantic-recall.md §5)."""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+from collections.abc import Collection
+
+from recallstack.core.calls import Steps, call
+from recallstack.core.config import Fusion, SemanticRecallConfig
+from recallstack.core.embedding_cache import CachedEmbedder
+from recallstack.core.errors import IndexNotFoundError, InvalidInputError
+from recallstack.core.filters import Condition, Node, and_filters, matches
+from recallstack.core.inputs import MAX_QUERY_LENGTH, check_id, check_text
+from recallstack.core.messages import Message
+from recallstack.core.recall.fusion import fuse
+from recallstack.core.recall.indexes import context_index, main_index
+from recallstack.core.recall.indexing import chunks
+from recallstack.core.recall.other_threads import render
+from recallstack.core.recall.records import Hit, Recalled, vector_metadata
+from recallstack.core.records import Include
+from recallstack.core.scores import Matrix
+from recallstack.core.storage import Storage
+from recallstack.core.vector_store import VectorStore
+from recallstack.core.vectors import QueryResult
+
+
+class Retrieval:
+    """Reads a memory's vectors and keyword index for a query."""
+
+    def __init__(self, embedder: CachedEmbedder) -> None:
+        self.embedder = embedder
+
+    def search(
+        self,
+        query: str,
+        thread_id: str | None,
+        resource_id: str | None,
+        config: SemanticRecallConfig,
+    ) -> Steps[list[Hit]]:
+        """The top_k messages most similar to the query, within the scope (the resource's
+        threads, or the one thread) and the filter."""
+        if thread_id is not None or config.scope == "thread":
+            check_id(thread_id, "thread_id")
+        if resource_id is not None:
+            check_id(resource_id, "resource_id")
+        if not isinstance(query, str) or len(query) > MAX_QUERY_LENGTH:
+            raise InvalidInputError(
+                f"the query must be a string of at most {MAX_QUERY_LENGTH:,} characters"
+            )
+        check_text(query, "query")
+        if config.scope == "resource" and resource_id is None:
+            raise InvalidInputError(
+                "semantic recall with scope='resource' needs a resource_id (or use scope='thread')"
+            )
+        scope = (
+            Condition(("resource_id",), "$eq", resource_id)
+            if config.scope == "resource"
+            else Condition(("thread_id",), "$eq", thread_id)
+        )
+        combined = and_filters(scope, config.filter_node)
+        pieces = chunks(self.embedder, query, config.chunk_overlap)
+        if not pieces:
+            return []
+        fusion = config.hybrid.fusion if config.hybrid else None
+        pool = max(config.top_k, fusion.candidates) if fusion else config.top_k
+        vectors = yield from call(CachedEmbedder.embed, pieces)
+        model = self.embedder.embedder
+        try:
+            dense = yield from self._nearest(
+                main_index(config, model), vectors, pool, combined, config.threshold
+            )
+        except IndexNotFoundError:
+            return []  # nothing was ever saved under this embedder
+        if fusion is None:
+            return [
+                Hit(i, str(r.metadata["thread_id"]), r.score, dense_score=r.score)
+                for i, r in list(dense.items())[: config.top_k]
+            ]
+        context: dict[str, QueryResult] = {}
+        if (context_name := context_index(config, model)) is not None:
+            with contextlib.suppress(IndexNotFoundError):  # none written yet: see reindex()
+                context = yield from self._nearest(context_name, vectors, pool, combined, None)
+        return (
+            yield from self._hybrid(dense, context, query, thread_id, resource_id, config, fusion)
+        )
+
+    def _nearest(
+        self,
+        name: str,
+        vectors: Matrix,
+        pool: int,
+        where: Node | None,
+        threshold: float | None,
+    ) -> Steps[dict[str, QueryResult]]:
+        """Each message's best vector in this index over the query's chunks, by message
+        id, best first."""
+        best: dict[str, QueryResult] = {}
+        for vector in vectors:
+            results = yield from call(
+                VectorStore.query, name, vector, pool, filter=where, min_score=threshold
+            )
+            for r in results:
+                message_id = str(r.metadata["message_id"])
+                if message_id not in best or r.score > best[message_id].score:
+                    best[message_id] = r
+        return dict(sorted(best.items(), key=lambda hit: (-hit[1].score, hit[0])))
+
+    def _hybrid(
+        self,
+        dense: dict[str, QueryResult],
+        context: dict[str, QueryResult],
+        query: str,
+        thread_id: str | None,
+        resource_id: str | None,
+        config: SemanticRecallConfig,
+        fusion: Fusion,
+    ) -> Steps[list[Hit]]:
+        """The semantic hits, the contextual ones and the storage's keyword hits, fused
+        (`fusion.fuse`). A keyword hit or a credited message that no vector found must
+        pass the filter (checked on the metadata its vectors carry) and be in the
+        scope, and with a `threshold` every hit must be a semantic one: the threshold
+        stays a floor on semantic similarity. Returns the top_k."""
+        if resource_id is None:
+            thread = yield from call(Storage.get_thread, str(thread_id))
+            resource_id = thread.resource_id if thread else None
+        words: list[tuple[str, float]] = []
+        in_thread = thread_id if config.scope == "thread" else None
+        if resource_id is not None:
+            words = yield from call(
+                Storage.search_words,
+                query,
+                resource_id=resource_id,
+                thread_id=in_thread,
+                limit=fusion.candidates,
+            )
+        if config.threshold is not None:  # only semantic hits are fused
+            words = [(i, score) for i, score in words if i in dense]
+            context = {i: r for i, r in context.items() if i in dense}
+        threads = {i: str(r.metadata["thread_id"]) for i, r in [*context.items(), *dense.items()]}
+
+        def in_scope(m: Message) -> bool:  # a credited message may have moved since
+            return m.resource_id == resource_id and (in_thread is None or m.thread_id == in_thread)
+
+        before = {
+            i: str(r.metadata["previous_id"])
+            for i, r in context.items()
+            if "previous_id" in r.metadata
+        }
+        unseen = [
+            i for i in dict.fromkeys([*(i for i, _ in words), *before.values()]) if i not in threads
+        ]
+        if config.filter_node is not None:  # ranks count the messages that pass it only
+            found = yield from self._passing(unseen, config.filter_node)
+            threads |= {m.id: m.thread_id for m in found if in_scope(m)}
+            candidates = set(threads)
+        else:  # stored messages all: the threads of those that make the top are read later
+            candidates = {*threads, *unseen}
+        scores = fuse(fusion, candidates, list(dense), [i for i, _ in words], list(context), before)
+
+        ranked = [(-score, i) for i, score in scores.items() if score > 0]
+        if config.threshold is not None:
+            ranked = [(score, i) for score, i in ranked if i in dense]
+        top: list[str] = []
+        while ranked and len(top) < config.top_k:  # best first, by id on ties
+            head = [i for _, i in heapq.nsmallest(config.top_k - len(top), ranked)]
+            if missing := [i for i in head if i not in threads]:
+                found = yield from call(Storage.get_messages, missing)
+                threads |= {m.id: m.thread_id for m in found if in_scope(m)}
+            top += [i for i in head if i in threads]  # one deleted since drops out
+            taken = set(head) if missing else None  # without one missing, the top is full
+            ranked = [(score, i) for score, i in ranked if i not in taken] if taken else []
+        keyword_scores = {i: score for i, score in words if i in candidates}
+        return [
+            Hit(
+                i,
+                threads[i],
+                scores[i],
+                dense_score=dense[i].score if i in dense else None,
+                keyword_score=keyword_scores.get(i),
+                context_score=context[i].score if i in context else None,
+            )
+            for i in top
+        ]
+
+    def _passing(self, ids: list[str], node: Node) -> Steps[list[Message]]:
+        """The stored messages among `ids` that pass the filter `node`."""
+        found = (yield from call(Storage.get_messages, ids)) if ids else []
+        threads = {}
+        for t in {m.thread_id for m in found}:
+            threads[t] = yield from call(Storage.get_thread, t)
+        return [
+            m
+            for m in found
+            if matches(node, {**vector_metadata(m, threads[m.thread_id]), "chunk": 0})
+        ]
+
+    def recall(
+        self,
+        query: str,
+        thread_id: str,
+        resource_id: str | None,
+        config: SemanticRecallConfig,
+        exclude: Collection[str] = frozenset(),
+    ) -> Steps[Recalled]:
+        """Search, then fetch every hit's neighbours in one storage round trip. Raises."""
+        hits = yield from self.search(query, thread_id, resource_id, config)
+        if not hits:
+            return Recalled([], [])
+        span = config.message_range
+        windows = yield from call(
+            Storage.message_windows,
+            [Include(id=h.message_id, before=span.before, after=span.after) for h in hits],
+            resource_id=resource_id,
+        )
+        recalled = [
+            m.model_copy(update={"source": "memory"}) for m in windows if m.id not in exclude
+        ]
+        return Recalled(hits, recalled)
+
+
+def merge(messages: list[Message], recalled: list[Message], thread_id: str) -> Steps[list[Message]]:
+    """The input with recalled messages added: this thread's in chronological order,
+    other threads' in one system message after the input's own."""
+    if not recalled:
+        return messages
+    same = [m for m in recalled if m.thread_id == thread_id]
+    other = [m for m in recalled if m.thread_id != thread_id]
+    system = [m for m in messages if m.role == "system"]
+    conversation = merge_chronologically([m for m in messages if m.role != "system"], same)
+    if other:
+        threads = {}
+        for t in dict.fromkeys(m.thread_id for m in other):
+            if (thread := (yield from call(Storage.get_thread, t))) is not None:
+                threads[t] = thread
+        note = Message(
+            id=f"semantic-recall:{thread_id}",
+            thread_id=thread_id,
+            role="system",
+            content=render(other, threads),
+            created_at=max(m.created_at for m in other),  # the same note for the same recall
+            source="memory",
+        )
+        system = [*system, note]
+    return [*system, *conversation]
+
+
+def merge_chronologically(messages: list[Message], recalled: list[Message]) -> list[Message]:
+    """Insert recalled messages into a conversation by (created_at, id), keeping its order."""
+    out: list[Message] = []
+    pending = sorted(recalled, key=lambda m: m.sort_key)
+    for m in messages:
+        while pending and pending[0].sort_key < m.sort_key:
+            out.append(pending.pop(0))
+        out.append(m)
+    return [*out, *pending]
