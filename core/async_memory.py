@@ -27,7 +27,6 @@ from recallstack.core.message_history import MessageHistory
 from recallstack.core.messages import Message
 from recallstack.core.operations import (
     RecallResult,
-    ReindexResult,
     SaveResult,
     SearchHit,
     ThreadUpdateResult,
@@ -35,6 +34,7 @@ from recallstack.core.operations import (
 from recallstack.core.processor import RequestContext
 from recallstack.core.recall import SemanticRecall
 from recallstack.core.records import Resource, Thread, ThreadPage
+from recallstack.core.reindexing import ReindexResult
 from recallstack.core.storage import Storage
 from recallstack.core.vector_store import VectorStore
 

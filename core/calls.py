@@ -50,9 +50,14 @@ def call(
     return result
 
 
+PARTS = {"IndexLedger": "storage"}
+"""Classes that are part of another contract: `Storage` is an `IndexLedger`, so
+`call(Storage.mark_indexed, ...)` (defined on `IndexLedger`) reaches the storage."""
+
+
 def attribute_of(class_name: str) -> str:
     """The attribute that holds a backend of this class: `VectorStore` → `vector_store`."""
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", class_name).lower()
+    return PARTS.get(class_name) or re.sub(r"(?<!^)(?=[A-Z])", "_", class_name).lower()
 
 
 def run(steps: Steps[R], backends: object) -> R:

@@ -13,13 +13,13 @@ from recallstack.core.engine import Engine, backends_from_env
 from recallstack.core.messages import Message
 from recallstack.core.operations import (
     RecallResult,
-    ReindexResult,
     SaveResult,
     SearchHit,
     ThreadUpdateResult,
 )
 from recallstack.core.processor import Processor
 from recallstack.core.records import Resource, Thread, ThreadPage
+from recallstack.core.reindexing import ReindexResult
 from recallstack.core.storage import Storage
 from recallstack.core.vector_store import VectorStore
 

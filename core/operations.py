@@ -20,6 +20,7 @@ from recallstack.core.recall import Hit, Recalled, SemanticRecall
 from recallstack.core.recall.indexes import existing_indexes
 from recallstack.core.recall.retrieval import merge
 from recallstack.core.records import Resource, Thread, ThreadPage
+from recallstack.core.reindexing import ReindexResult, reindex
 from recallstack.core.scores import Matrix
 from recallstack.core.storage import Storage
 from recallstack.core.vector_store import VectorStore, check_vector
@@ -74,16 +75,6 @@ class SearchHit:
     dense_score: float | None = None
     keyword_score: float | None = None
     context_score: float | None = None
-
-
-@dataclass(frozen=True)
-class ReindexResult:
-    """How many messages were indexed and failed; the failures' ids and first error."""
-
-    indexed: int
-    failed: int
-    error: str | None = None
-    failed_ids: list[str] = field(default_factory=list)
 
 
 class Operations:
@@ -414,34 +405,8 @@ class Operations:
     def reindex(
         self, batch_size: int, progress: Callable[[int, int], None] | None
     ) -> Steps[ReindexResult]:
-        semantic = self._semantic()
-        config = self.config.recall_or_default
-        # a message is recorded under both indexes at once, so the contextual one's
-        # unindexed messages include the other's
-        name = semantic.context_index_name(config) or semantic.index_name(config)
-        total = (yield from call(Storage.count_unindexed, name)) if progress is not None else 0
-        done = 0
-        failed: list[str] = []
-        error: str | None = None
-        cursor: Message | None = None
-        while batch := (yield from call(Storage.unindexed, name, limit=batch_size, after=cursor)):
-            cursor = batch[-1]
-            # a message saved but not yet indexed may have changed its followers' context
-            following = yield from followers([m.id for m in batch], config.context)
-            report = yield from semantic.indexing.index([*batch, *following], config)
-            asked = {m.id for m in batch}
-            done += len(asked.intersection(report.indexed))
-            failed += [i for i in report.refused if i in asked]
-            error = error or report.error
-            retry = asked.intersection(report.failed) - set(report.refused)
-            singles = []
-            for m in batch:
-                if m.id in retry:
-                    singles.append((yield from semantic.indexing.index([m], config)))
-            done += sum(len(r.indexed) for r in singles)
-            failed += [i for r in singles for i in r.failed]
-            if progress is not None:
-                progress(done + len(failed), total)
-            if singles and all(r.failed and not r.refused for r in singles):
-                break
-        return ReindexResult(done, len(failed), error, failed)
+        return (
+            yield from reindex(
+                self._semantic(), self.config.recall_or_default, batch_size, progress
+            )
+        )

@@ -27,7 +27,6 @@ from recallstack.core.message_history import MessageHistory
 from recallstack.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from recallstack.core.operations import (
     RecallResult,
-    ReindexResult,
     SaveResult,
     SearchHit,
     ThreadUpdateResult,
@@ -36,6 +35,7 @@ from recallstack.core.processor import Processor, RequestContext
 from recallstack.core.recall import Hit, SemanticRecall
 from recallstack.core.records import Include, Page, Resource, Thread
 from recallstack.core.registry import Backend, ConformanceTarget, registry
+from recallstack.core.reindexing import ReindexResult
 from recallstack.core.storage import Storage
 from recallstack.core.vector_store import VectorStore
 from recallstack.core.vectors import IndexConfig, IndexStats, QueryResult

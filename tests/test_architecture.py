@@ -1,0 +1,54 @@
+"""The shape docs/architecture.md promises, checked: small classes in the core, one engine
+that only the two memories reach into, and each operation written once."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+CORE = sorted((ROOT / "core").rglob("*.py"))
+LARGEST_CLASS = 350
+FACADES = {ROOT / "core" / "memory.py", ROOT / "core" / "async_memory.py"}
+"""The only modules that reach into `Engine` (`_engine`)."""
+
+
+def everything() -> list[Path]:
+    folders = ("core", "adapters", "embedders", "integrations", "conformance", "src", "bench")
+    return sorted(p for folder in folders for p in (ROOT / folder).rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", CORE, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_class_in_the_core_is_longer_than_350_lines(path: Path) -> None:
+    long = [
+        f"{node.name}: {node.end_lineno - node.lineno + 1} lines"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef)
+        and node.end_lineno is not None
+        and node.end_lineno - node.lineno + 1 > LARGEST_CLASS
+    ]
+    assert not long
+
+
+def test_only_the_memories_reach_into_the_engine() -> None:
+    reaching = [
+        str(p.relative_to(ROOT))
+        for p in everything()
+        if p not in FACADES and re.search(r"\._engine\b|\._ops\b|\._backends\b", p.read_text())
+    ]
+    assert not reaching
+
+
+def test_no_operation_is_written_twice() -> None:
+    """Operations are steps, run by their owner: no `x()` beside an `x_steps()` copy, and
+    no module keeps a table of backends by class name."""
+    twins = []
+    for p in CORE:
+        text = p.read_text()
+        defined = set(re.findall(r"def (\w+)\(", text))
+        twins += [f"{p.relative_to(ROOT)}: {n}" for n in defined if f"{n}_steps" in defined]
+        twins += [f"{p.relative_to(ROOT)}: by name" for _ in re.findall(r'\{"Storage":', text)]
+    assert not twins
