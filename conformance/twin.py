@@ -16,7 +16,7 @@ from recallstack.adapters.memory.vector import InMemoryVectorStore
 from recallstack.core.errors import UnsupportedFeatureError, UnsupportedFilterError
 from recallstack.core.filters import parse_filter
 from recallstack.core.vector_store import VectorStore
-from recallstack.core.vectors import Metric, QueryResult
+from recallstack.core.vectors import Metric, QueryResult, StoredVector
 
 SCORE_TOLERANCE = 1e-4
 RECALL_TOLERANCE = 0.95
@@ -83,6 +83,16 @@ class Twin:
         expected = self.reference.query(name, vector, top_k, **kwargs)
         every = self.reference.query(name, vector, self.reference.capabilities.max_top_k, **kwargs)
         assert_same(got, expected, every, exact=self.capabilities.exact, what=_describe(kwargs))
+        return got
+
+    def get(self, name: str, ids: Sequence[str]) -> list[StoredVector]:
+        """Read both by id and require the same records (vectors within float32's
+        rounding); returns the backend's."""
+        got = self.store.get(name, ids)
+        expected = self.reference.get(name, ids)
+        assert [(v.id, v.metadata) for v in got] == [(v.id, v.metadata) for v in expected]
+        for mine, theirs in zip(got, expected, strict=True):
+            assert np.allclose(mine.vector, theirs.vector, rtol=1e-5, atol=1e-6), mine.id
         return got
 
     def check_filter(self, name: str, vector: Any, top_k: int, filter: Any) -> None:

@@ -29,9 +29,9 @@ from recallstack.core.derived import context_size, context_text, contexts, diges
 from recallstack.core.memory import Memory
 from recallstack.core.messages import Message
 from recallstack.core.store_pages import PAGE, messages_of, threads_of
-from recallstack.core.vector_reads import all_vectors, vectors_of
+from recallstack.core.vector_reads import all_vectors, message_vectors
 from recallstack.core.vector_store import VectorStore
-from recallstack.core.vectors import QueryResult
+from recallstack.core.vectors import StoredVector
 
 Progress = Callable[[int, int], None]
 
@@ -99,7 +99,7 @@ def examine(memory: Memory, progress: Progress | None = None) -> Checkup:
             result.words += storage.word_drift(page)
             for name in names:
                 assert store is not None
-                held = vectors_of(store, name, [m.id for m in page])
+                held = message_vectors(store, name, [m.id for m in page])
                 seen[name] += len(held)
                 current = [m for m in page if m.id not in unindexed[name]]
                 missing, stale = _compare(memory, name, current, held)
@@ -164,11 +164,11 @@ def _unindexed(memory: Memory, name: str) -> set[str]:
 
 
 def _compare(
-    memory: Memory, name: str, current: list[Message], held: list[QueryResult]
+    memory: Memory, name: str, current: list[Message], held: list[StoredVector]
 ) -> tuple[list[str], list[str]]:
     """Of the messages the ledger records in `name`: those with no vector there, and
     those whose vectors there were made from another text or thread."""
-    by_message: dict[str, list[QueryResult]] = {}
+    by_message: dict[str, list[StoredVector]] = {}
     for hit in held:
         by_message.setdefault(str(hit.metadata.get("message_id")), []).append(hit)
     size = context_size(name)

@@ -34,7 +34,7 @@ from recallstack.core.recall.records import chunk_id
 from recallstack.core.records import Resource, Thread
 from recallstack.core.storage import Storage
 from recallstack.core.store_pages import PAGE, messages_of, resources_of, threads_of
-from recallstack.core.vector_reads import vectors_of
+from recallstack.core.vector_reads import held_messages
 
 SAMPLES = 5
 """Threads whose first message is searched on both sides when a migration is verified."""
@@ -346,9 +346,7 @@ def _without_vectors(target: Memory, messages: list[Message]) -> list[Message]:
     name = semantic.index_name()
     if name not in store.list_indexes():
         return []
-    held = {
-        str(h.metadata["message_id"]) for h in vectors_of(store, name, [m.id for m in messages])
-    }
+    held = held_messages(store, name, [m.id for m in messages])
     return [m for m in messages if m.role != "system" and m.text.strip() and m.id not in held]
 
 
@@ -414,41 +412,15 @@ class VectorSource:
         all of whose chunks were found (the others are embedded)."""
         expected = {m.id: len(self.semantic.chunks_of(m)) for m in messages}
         wanted = {i: n for i, n in expected.items() if n and i not in self.stale}
-        store = self.semantic.vector
-        limits = store.capabilities
-        probe = [1.0] * self.semantic.embedder.embedder.dimension  # any vector: all match
+        asked = [chunk_id(i, k, n) for i, n in wanted.items() for k in range(n)]
         found: dict[str, list[float]] = {}
         owner: dict[str, str] = {}
-        for group in _groups(wanted, limits.max_filter_values, limits.max_top_k):
-            top_k = min(sum(wanted[i] for i in group), limits.max_top_k)
-            for hit in store.query(
-                self.name,
-                probe,
-                top_k,
-                filter={"message_id": {"$in": group}},
-                include_vector=True,
-            ):
-                if hit.vector is not None:
-                    found[hit.id] = hit.vector
-                    owner[hit.id] = str(hit.metadata["message_id"])
+        for stored in self.semantic.vector.get(self.name, asked) if asked else []:
+            found[stored.id] = stored.vector
+            owner[stored.id] = str(stored.metadata["message_id"])
         counts = Counter(owner.values())
         complete = {i for i, n in wanted.items() if counts[i] == n}
         return {c: v for c, v in found.items() if owner[c] in complete}, complete
-
-
-def _groups(sizes: dict[str, int], most_ids: int, most_chunks: int) -> Iterator[list[str]]:
-    """Message ids in groups of at most `most_ids`, holding at most `most_chunks` chunks
-    (or one message, however many it has)."""
-    group: list[str] = []
-    chunks = 0
-    for message_id, n in sizes.items():
-        if group and (len(group) >= most_ids or chunks + n > most_chunks):
-            yield group
-            group, chunks = [], 0
-        group.append(message_id)
-        chunks += n
-    if group:
-        yield group
 
 
 def verify(source: Memory, target: Memory, result: Migration) -> None:
@@ -481,9 +453,7 @@ def verify(source: Memory, target: Memory, result: Migration) -> None:
                     changed.append(m.id)
             if indexed:
                 assert name is not None and store is not None
-                held = {
-                    str(h.metadata["message_id"]) for h in vectors_of(store, name, list(copies))
-                }
+                held = held_messages(store, name, list(copies))
                 unembedded += [
                     m.id
                     for m in copies.values()

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, TypeVar, cast
 
 import numpy as np
 
+from recallstack.core.batching import batched
 from recallstack.core.capabilities import Capabilities
 from recallstack.core.errors import (
     BackendError,
@@ -37,6 +38,7 @@ from recallstack.core.vectors import (
     IndexStats,
     Metric,
     QueryResult,
+    StoredVector,
     trusted_hit,
 )
 
@@ -175,6 +177,17 @@ class VectorStore(ABC):
         return hits
 
     @wraps_driver_errors
+    def get(self, name: str, ids: Sequence[str]) -> list[StoredVector]:
+        """The vectors and metadata stored under these ids, in the order asked; an id
+        not stored is left out. Asked of the adapter `max_filter_values` ids at a time."""
+        wanted = list(dict.fromkeys(_check_ids(ids, f"get from index {name!r}")))
+        self._require(name)
+        found: dict[str, StoredVector] = {}
+        for group in batched(wanted, self.capabilities.max_filter_values):
+            found |= {v.id: v for v in self._get(name, list(group))}
+        return [found[i] for i in wanted if i in found]
+
+    @wraps_driver_errors
     def describe_index(self, name: str) -> IndexStats:
         self._require(name)
         return self._describe_index(name)
@@ -233,9 +246,7 @@ class VectorStore(ABC):
         if (ids is None) == (filter is None):
             raise InvalidInputError(f"{what} takes exactly one of ids/id or filter")
         if ids is not None:
-            if isinstance(ids, str) or not ids:
-                raise InvalidInputError(f"{what}: ids must be a non-empty list of strings")
-            return [_check_id(i, f"{what}.ids[{n}]") for n, i in enumerate(ids)]
+            return _check_ids(ids, what)
         node = self._filter(filter)
         if node is None:
             raise InvalidInputError(f"{what}: an empty filter would match everything; refused")
@@ -270,6 +281,11 @@ class VectorStore(ABC):
         include_vector: bool,
         min_score: float | None,
     ) -> list[QueryResult]: ...
+
+    @abstractmethod
+    def _get(self, name: str, ids: list[str]) -> list[StoredVector]:
+        """The stored vectors of these ids (at most `max_filter_values`, no repeats), in
+        any order; ids not stored are left out."""
 
     @abstractmethod
     def _describe_index(self, name: str) -> IndexStats: ...
@@ -308,6 +324,12 @@ def _clamped(hit: QueryResult) -> QueryResult:
 def _check_name(name: str) -> None:
     if not isinstance(name, str) or not name:
         raise InvalidInputError(f"index names must be non-empty strings, got {name!r}")
+
+
+def _check_ids(ids: Sequence[str], what: str) -> list[str]:
+    if isinstance(ids, str) or not ids:
+        raise InvalidInputError(f"{what}: ids must be a non-empty list of strings")
+    return [_check_id(i, f"{what}.ids[{n}]") for n, i in enumerate(ids)]
 
 
 def _check_id(value: Any, where: str) -> str:

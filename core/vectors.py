@@ -1,4 +1,5 @@
-"""Vector-side models: metrics, index configuration, statistics, query results."""
+"""Vector-side models: metrics, index configuration, statistics, query results, stored
+vectors."""
 
 from __future__ import annotations
 
@@ -42,6 +43,16 @@ class QueryResult(BaseModel):
     score: float
     metadata: dict[str, Any] = Field(default_factory=dict)
     vector: list[float] | None = None
+
+
+class StoredVector(BaseModel):
+    """A vector as stored, read by its id (`VectorStore.get`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    vector: list[float]
+    metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 _new = object.__new__

@@ -30,7 +30,14 @@ from recallstack.core.metadata import Metadata
 from recallstack.core.scores import Matrix, best, past_ties, ranked, score
 from recallstack.core.urls import endpoint, redact, scrub
 from recallstack.core.vector_store import VectorBatch, VectorStore, wraps_driver_errors
-from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult, trusted_hit
+from recallstack.core.vectors import (
+    IndexConfig,
+    IndexStats,
+    Metric,
+    QueryResult,
+    StoredVector,
+    trusted_hit,
+)
 
 SPACES: dict[Metric, str] = {"cosine": "cosine", "euclidean": "l2", "dotproduct": "ip"}
 Handles = dict[str, tuple[Any, tuple[int, Metric]]]
@@ -229,6 +236,14 @@ class ChromaVectorStore(VectorStore):
         return dict(
             collection.get(where=compile_filter(target), include=["embeddings", "metadatas"])
         )
+
+    def _get(self, name: str, ids: list[str]) -> list[StoredVector]:
+        found = self._records(name, ids)
+        vectors = np.asarray(found["embeddings"], dtype=np.float32).tolist() if found["ids"] else []
+        return [
+            StoredVector(id=i, vector=v, metadata=decode(m))
+            for i, v, m in zip(found["ids"], vectors, found["metadatas"], strict=True)
+        ]
 
     def _update(
         self, name: str, target: list[str] | Node, vector: Matrix | None, metadata: Metadata | None

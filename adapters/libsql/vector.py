@@ -46,7 +46,14 @@ from recallstack.core.filters import SCOPE_KEYS, Node, scope_of
 from recallstack.core.metadata import Metadata
 from recallstack.core.scores import Matrix, best, row_norms, score
 from recallstack.core.vector_store import VectorBatch, VectorStore
-from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult, trusted_hit
+from recallstack.core.vectors import (
+    IndexConfig,
+    IndexStats,
+    Metric,
+    QueryResult,
+    StoredVector,
+    trusted_hit,
+)
 
 CATALOG = "recallstack_vector_indexes"
 _ANN_METRICS: dict[Metric, str] = {"cosine": "cosine", "euclidean": "l2"}
@@ -569,6 +576,20 @@ class LibSQLVectorStore(VectorStore):
         if documents is None:  # none of them is there any more
             return {}
         return dict(zip(json.loads(found), decode_documents(documents), strict=True))
+
+    def _get(self, name: str, ids: list[str]) -> list[StoredVector]:
+        rows = self.db.query(
+            f"SELECT id, embedding, metadata FROM {table_name(name)} "
+            "WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps(ids),),
+        )
+        if not rows:
+            return []
+        documents = decode_documents(",".join(r[2] for r in rows))
+        return [
+            StoredVector(id=r[0], vector=np.frombuffer(r[1], dtype=np.float32).tolist(), metadata=m)
+            for r, m in zip(rows, documents, strict=True)
+        ]
 
     def _describe_index(self, name: str) -> IndexStats:
         entry = self._entry(name)

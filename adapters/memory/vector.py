@@ -12,7 +12,7 @@ from recallstack.core.filters import SCOPE_KEYS, Node, matches, scope_of
 from recallstack.core.metadata import Metadata
 from recallstack.core.scores import Matrix, best, score
 from recallstack.core.vector_store import VectorBatch, VectorStore
-from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult
+from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult, StoredVector
 
 
 @dataclass
@@ -110,6 +110,12 @@ class InMemoryVectorStore(VectorStore):
             )
             for n in best(scores, ids, top_k, min_score)
         ]
+
+    def _get(self, name: str, ids: list[str]) -> list[StoredVector]:
+        with self._lock:
+            rows = self._indexes[name].rows
+            found = [(i, rows[i]) for i in ids if i in rows]
+        return [StoredVector(id=i, vector=v.tolist(), metadata=m) for i, (v, m) in found]
 
     def _describe_index(self, name: str) -> IndexStats:
         index = self._indexes[name]

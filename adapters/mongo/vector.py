@@ -40,7 +40,14 @@ from recallstack.core.filters import Node, matches
 from recallstack.core.metadata import Metadata
 from recallstack.core.scores import Matrix, best, score
 from recallstack.core.vector_store import VectorBatch, VectorStore
-from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult, trusted_hit
+from recallstack.core.vectors import (
+    IndexConfig,
+    IndexStats,
+    Metric,
+    QueryResult,
+    StoredVector,
+    trusted_hit,
+)
 
 CATALOG = "recallstack_vector_indexes"
 SCOPE_KEYS = ("resource_id", "thread_id")
@@ -190,6 +197,23 @@ class MongoVectorStore(VectorStore):
             for chunk in batched(ids, CHUNK):
                 collection.delete_many({"_id": {"$in": chunk}}, session=session)
         self.atlas.deleted(name, ids)
+
+    def _get(self, name: str, ids: list[str]) -> list[StoredVector]:
+        entry = self._entry(name)
+        assert entry is not None
+        collection = self.db[entry["collection"]]
+        documents = [
+            d
+            for chunk in batched(ids, CHUNK)
+            for d in collection.find({"_id": {"$in": chunk}}, {VECTOR: 1, METADATA: 1})
+        ]
+        if not documents:
+            return []
+        vectors = vector_rows([d[VECTOR] for d in documents], entry["dimension"])
+        return [
+            StoredVector(id=d["_id"], vector=v.tolist(), metadata=decode_metadata(d[METADATA]))
+            for d, v in zip(documents, vectors, strict=True)
+        ]
 
     # ---- search ---------------------------------------------------------------
 

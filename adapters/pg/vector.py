@@ -29,7 +29,7 @@ from recallstack.core.filters import Node
 from recallstack.core.metadata import Metadata
 from recallstack.core.scores import Matrix, from_distance, past_ties, ranked
 from recallstack.core.vector_store import VectorBatch, VectorStore
-from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult
+from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult, StoredVector
 
 CATALOG = "recallstack_vector_indexes"
 PGVECTOR_EF_SEARCH = 40
@@ -288,6 +288,13 @@ class PgVectorStore(VectorStore):
 
     def _list_indexes(self) -> list[str]:
         return [r[0] for r in self.db.query(f"SELECT name FROM {CATALOG}")]
+
+    def _get(self, name: str, ids: list[str]) -> list[StoredVector]:
+        info = self._need(name)
+        rows = self._run(
+            name, f"SELECT id, embedding, metadata FROM {info.table} WHERE id = ANY(%s)", [ids]
+        )
+        return [StoredVector(id=i, vector=v.to_list(), metadata=m) for i, v, m in rows]
 
     def _query(
         self,

@@ -38,7 +38,14 @@ from recallstack.core.metadata import Metadata
 from recallstack.core.scores import Matrix, past_ties, ranked
 from recallstack.core.urls import redact, scrub
 from recallstack.core.vector_store import VectorBatch, VectorStore
-from recallstack.core.vectors import METRICS, IndexConfig, IndexStats, Metric, QueryResult
+from recallstack.core.vectors import (
+    METRICS,
+    IndexConfig,
+    IndexStats,
+    Metric,
+    QueryResult,
+    StoredVector,
+)
 
 CATALOG = "recallstack-catalog"
 """The namespace holding each index's logical name."""
@@ -257,6 +264,18 @@ class PineconeVectorStore(VectorStore):
             for pid, stored in data.fetch(ids=ids, namespace=self.namespace).vectors.items():
                 if matches_filter(target, decode(stored.metadata)):
                     found.append(pid)
+        return found
+
+    def _get(self, name: str, ids: list[str]) -> list[StoredVector]:
+        data = self._data(name)
+        found = []
+        for chunk in batched([record_id(i) for i in ids], MAX_BATCH):
+            for pid, stored in data.fetch(ids=chunk, namespace=self.namespace).vectors.items():
+                caller = (stored.metadata or {}).get(ORIGINAL_ID, pid)
+                vector = np.asarray(stored.values, dtype=np.float32).tolist()
+                found.append(
+                    StoredVector(id=caller, vector=vector, metadata=decode(stored.metadata))
+                )
         return found
 
     def _update(

@@ -260,6 +260,12 @@ class ClientDriver:
         )
         self.client.delete(self._collection(name), points_selector=selector)
 
+    def stored(self, name: str, ids: list[str]) -> list[tuple[dict[str, Any], list[float]]]:
+        found = self.client.retrieve(
+            self._collection(name), ids, with_payload=True, with_vectors=True
+        )
+        return [(r.payload or {}, r.vector) for r in found]
+
     def set_vector(self, name: str, pid: str, vector: list[float]) -> None:
         self.client.update_vectors(
             self._collection(name), [self.m.PointVectors(id=pid, vector=vector)]

@@ -232,6 +232,9 @@ class EdgeDriver:
                     break
         return [(str(r.id), r.payload) for r in found]
 
+    def stored(self, name: str, ids: list[str]) -> list[tuple[dict[str, Any], list[float]]]:
+        return [(r.payload, r.vector) for r in self._shard(name).retrieve(ids, True, True)]
+
     def delete(self, name: str, ids: list[str] | None, filter: Any) -> None:
         q = self.q
         operation = (

@@ -21,7 +21,7 @@ from recallstack.core.filters import Node, matches
 from recallstack.core.metadata import Metadata
 from recallstack.core.scores import Matrix, past_ties, ranked
 from recallstack.core.vector_store import VectorBatch, VectorStore, wraps_driver_errors
-from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult
+from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult, StoredVector
 
 BATCH = 512
 
@@ -59,6 +59,7 @@ class Driver(Protocol):
     def points(
         self, name: str, ids: list[str] | None, filter: Any
     ) -> list[tuple[str, dict[str, Any]]]: ...
+    def stored(self, name: str, ids: list[str]) -> list[tuple[dict[str, Any], list[float]]]: ...
     def delete(self, name: str, ids: list[str] | None, filter: Any) -> None: ...
     def set_vector(self, name: str, pid: str, vector: list[float]) -> None: ...
     def set_payload(self, name: str, pid: str, payload: dict[str, Any]) -> None: ...
@@ -167,6 +168,18 @@ class QdrantVectorStore(VectorStore):
             id_, kept = decode(payload) if metadata is None else (str(payload[ID]), metadata)
             size = length(payload) if new_length is None else new_length
             self.driver.set_payload(name, pid, encode(id_, kept, size))
+
+    def _get(self, name: str, ids: list[str]) -> list[StoredVector]:
+        shape = self._shape(name)
+        assert shape is not None
+        found = []
+        for payload, vector in self.driver.stored(name, [point_id(i) for i in ids]):
+            id_, metadata = decode(payload)
+            if shape[1] == "cosine":  # stored normalised, its length beside it
+                size = length(payload)
+                vector = [x * size for x in vector]
+            found.append(StoredVector(id=id_, vector=vector, metadata=metadata))
+        return found
 
     def _delete(self, name: str, target: list[str] | Node) -> None:
         ids, flt = self._compiled(target)

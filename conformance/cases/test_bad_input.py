@@ -8,7 +8,12 @@ from typing import Any
 import pytest
 
 from recallstack.conformance.twin import Twin
-from recallstack.core.errors import DimensionMismatchError, FilterError, InvalidInputError
+from recallstack.core.errors import (
+    DimensionMismatchError,
+    FilterError,
+    IndexNotFoundError,
+    InvalidInputError,
+)
 from recallstack.core.vector_store import VectorStore
 
 BAD_QUERIES: list[tuple[str, dict[str, Any], type[Exception]]] = [
@@ -52,6 +57,14 @@ BAD_UPSERTS: list[tuple[str, Callable[[VectorStore, str], Any], type[Exception]]
 ]
 
 
+BAD_GETS: list[tuple[str, Any, type[Exception]]] = [
+    ("no ids", [], InvalidInputError),
+    ("one string for a list", "a", InvalidInputError),
+    ("an empty id", ["a", ""], InvalidInputError),
+    ("a number for an id", ["a", 7], InvalidInputError),
+]
+
+
 @pytest.fixture
 def seeded(twin: Twin) -> str:
     name = twin.index(3)
@@ -80,6 +93,17 @@ def test_bad_upsert_changes_nothing(
     with pytest.raises(error):
         call(twin.store, seeded)
     assert _snapshot(twin, seeded) == before
+
+
+@pytest.mark.parametrize(("case", "ids", "error"), BAD_GETS, ids=[c[0] for c in BAD_GETS])
+def test_bad_get(twin: Twin, seeded: str, case: str, ids: Any, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        twin.store.get(seeded, ids)
+
+
+def test_get_from_a_missing_index(twin: Twin) -> None:
+    with pytest.raises(IndexNotFoundError):
+        twin.store.get(f"{twin.prefix}never_made", ["a"])
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Group 2: upsert and query, scores per metric, ties."""
+"""Group 2: upsert, query and read by id; scores per metric, ties."""
 
 from __future__ import annotations
 
@@ -68,3 +68,39 @@ def test_ties_are_ordered_by_id(twin: Twin) -> None:
     results = twin.store.query(name, same, 4)
     assert [r.id for r in results] == ["a", "c", "d", "b"]
     assert [r.id for r in twin.store.query(name, same, 2)] == ["a", "c"]
+
+
+def test_get_reads_vectors_and_metadata_by_id(twin: Twin) -> None:
+    name = twin.index(6)
+    data = vectors(5, 6, seed=4) * 7.0  # not unit length: a store that normalises gives it back
+    ids = ["a", "b", "c", "d", "e"]
+    metadata = [{"n": i, "tag": f"t{i}", "at": 1_700_000_000_000 + i} for i in range(5)]
+    twin.upsert(name, ids, data, metadata)
+    got = twin.get(name, ["d", "missing", "a", "d"])
+    assert [v.id for v in got] == ["d", "a"]  # the order asked, once each, the missing left out
+    assert got[0].metadata == {"n": 3, "tag": "t3", "at": 1_700_000_000_003}
+    assert type(got[0].metadata["at"]) is int
+    twin.update(name, id="a", metadata={"n": 9})
+    twin.delete(name, ids=["d"])
+    assert [(v.id, v.metadata) for v in twin.get(name, ["a", "d"])] == [("a", {"n": 9})]
+
+
+@pytest.mark.parametrize("metric", METRICS)
+def test_get_gives_back_what_was_stored_under_every_metric(twin: Twin, metric: Metric) -> None:
+    name = twin.metric_index(8, metric)
+    if name is None:
+        return
+    data = vectors(10, 8, seed=5) * 3.0
+    twin.upsert(name, [f"v{i}" for i in range(10)], data)
+    for v in twin.get(name, [f"v{i}" for i in range(10)]):
+        assert np.allclose(v.vector, data[int(v.id[1:])], rtol=1e-5, atol=1e-6)
+
+
+def test_get_reads_more_ids_than_a_filter_holds(twin: Twin) -> None:
+    name = twin.index(4)
+    count = twin.capabilities.max_filter_values + 500
+    ids = [f"v{i:05d}" for i in range(count)]
+    twin.upsert(name, ids, vectors(count, 4, seed=6), [{"i": i} for i in range(count)])
+    wanted = ids[::-1]
+    got = twin.get(name, wanted)
+    assert [v.id for v in got] == wanted
