@@ -27,7 +27,7 @@ import numpy as np
 from locomo import CATEGORIES, KS, PAPER, arguments, evidence, load, sessions, turn_text
 
 from recallstack.core.keywords import bm25, query_terms, words
-from recallstack.core.registry import registry
+from recallstack.core.runtime.registry import registry
 
 GRID = {"rrf_k": (5, 10, 20, 60), "weight": (0.4, 0.5, 0.6), "candidates": (100, 300)}
 CONTEXT_GRID = {

@@ -38,7 +38,7 @@ import qdrant_edge as q
 from timing import compare, elapsed, ingest_rates, show_rates, timed
 from workload import DIM, clustered, scopes
 
-from recallstack.core.registry import registry
+from recallstack.core.runtime.registry import registry
 
 FILTER = {"resource_id": "r7"}
 

@@ -40,11 +40,11 @@ from pathlib import Path
 
 import numpy as np
 
-from recallstack.core.config import SemanticRecallConfig
-from recallstack.core.memory import Memory
+from recallstack.core.api.memory import Memory
 from recallstack.core.messages import Message
 from recallstack.core.metadata import epoch_ms
 from recallstack.core.records import Thread
+from recallstack.core.runtime.config import SemanticRecallConfig
 
 PER_THREAD = 10
 T0 = datetime(2024, 1, 1, tzinfo=UTC)

@@ -55,10 +55,10 @@ import numpy as np
 
 from recallstack import Memory, Message
 from recallstack.core.batching import batched
-from recallstack.core.chunking import chunk_text
-from recallstack.core.derived import digest
 from recallstack.core.errors import BackendError, IndexNotFoundError, RecallstackError
 from recallstack.core.metadata import epoch_ms
+from recallstack.core.recall.chunking import chunk_text
+from recallstack.core.recall.derived import digest
 from recallstack.core.recall.records import chunk_id
 
 for _logger in ("recallstack", "psycopg"):

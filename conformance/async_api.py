@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from recallstack.core.async_memory import AsyncMemory
-from recallstack.core.awaiting import AwaitedBackend
+from recallstack.core.api.async_memory import AsyncMemory
+from recallstack.core.runtime.awaiting import AwaitedBackend
 
 
 class Awaited:
@@ -56,7 +56,7 @@ def loop_thread() -> Iterator[asyncio.AbstractEventLoop]:
 
 def memory_maker(api: str, loop: asyncio.AbstractEventLoop) -> Callable[..., Any]:
     """`Memory`, or `AsyncMemory` behind `Awaited`, built from `Memory`'s arguments."""
-    from recallstack.core.memory import Memory
+    from recallstack.core.api.memory import Memory
 
     if api == "Memory":
         return Memory

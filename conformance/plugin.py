@@ -63,7 +63,11 @@ class Suite:
 
     def __init__(self, names: list[str], urls: list[str], report: str | None) -> None:
         from recallstack.conformance.report import Report
-        from recallstack.core.registry import ConformanceTarget, build_registry, plugin_manager
+        from recallstack.core.runtime.registry import (
+            ConformanceTarget,
+            build_registry,
+            plugin_manager,
+        )
 
         self.registry = build_registry(plugin_manager())
         self.report_path = Path(report) if report else None

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 
 from recallstack.adapters.memory.vector import InMemoryVectorStore
+from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.errors import UnsupportedFeatureError, UnsupportedFilterError
 from recallstack.core.filters import parse_filter
-from recallstack.core.vector_store import VectorStore
 from recallstack.core.vectors import Metric, QueryResult, StoredVector
 
 SCORE_TOLERANCE = 1e-4

@@ -13,9 +13,8 @@ from typing import Any, Protocol, TypeVar, overload
 import numpy as np
 import numpy.typing as npt
 
-from recallstack.core.vectors import Metric, QueryResult, trusted_hit
+from recallstack.core.vectors import Matrix, Metric, QueryResult, trusted_hit
 
-Matrix = npt.NDArray[np.float32]
 Hit = TypeVar("Hit")
 _CHUNK = 8192  # rows per step of the euclidean path, to bound its memory
 _SCORE, _ID = itemgetter(0), itemgetter(1)

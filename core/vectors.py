@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+import numpy as np
+import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
 from recallstack.core.model import Integer, Model
 
+Matrix = npt.NDArray[np.float32]
+"""Vectors as rows of float32 (or one vector, one-dimensional)."""
 Metric = Literal["cosine", "euclidean", "dotproduct"]
 IndexType = Literal["hnsw", "ivfflat", "flat", "diskann"]
 METRICS: tuple[Metric, ...] = ("cosine", "euclidean", "dotproduct")

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from recallstack.core.embedder import Embedder
-from recallstack.core.hookspecs import hookimpl
-from recallstack.core.registry import Backend
+from recallstack.core.contracts.embedder import Embedder
+from recallstack.core.runtime.hookspecs import hookimpl
+from recallstack.core.runtime.registry import Backend
 
 
 def _hash(spec: str, **options: Any) -> Embedder:

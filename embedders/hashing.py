@@ -13,9 +13,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from recallstack.core.embedder import Embedder
+from recallstack.core.contracts.embedder import Embedder
 from recallstack.core.errors import EmbeddingRefusedError, InvalidInputError
-from recallstack.core.scores import Matrix
+from recallstack.core.vectors import Matrix
 
 _WORD = re.compile(r"[a-z0-9]+")
 _WORD_ANY_CASE = re.compile(r"[a-z0-9]+", re.IGNORECASE)

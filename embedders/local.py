@@ -24,9 +24,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from recallstack.core.embedder import Embedder
+from recallstack.core.contracts.embedder import Embedder
 from recallstack.core.errors import EmbeddingRefusedError, InvalidInputError, MissingDependencyError
-from recallstack.core.scores import Matrix
+from recallstack.core.vectors import Matrix
 from recallstack.embedders import onnx_model
 
 BUNDLED = "all-MiniLM-L6-v2"

@@ -33,7 +33,7 @@ from typing import Any, Literal
 import numpy as np
 
 from recallstack.core.errors import BackendError, MissingDependencyError
-from recallstack.core.scores import Matrix
+from recallstack.core.vectors import Matrix
 
 FORMAT = 2
 """Bumped when the exported graph changes, so that older cached files are not reused."""

@@ -26,16 +26,16 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from recallstack.core.awaiting import PerLoop
-from recallstack.core.calls import Steps, arun, call, run
-from recallstack.core.embedder import Embedder
+from recallstack.core.contracts.embedder import Embedder
 from recallstack.core.errors import (
     BackendError,
     EmbeddingRefusedError,
     InvalidInputError,
     MissingDependencyError,
 )
-from recallstack.core.scores import Matrix
+from recallstack.core.runtime.awaiting import PerLoop
+from recallstack.core.runtime.calls import Steps, arun, call, run
+from recallstack.core.vectors import Matrix
 
 if TYPE_CHECKING:
     import httpx
@@ -68,7 +68,7 @@ class AsyncPause:
 
 
 class _Transport(NamedTuple):
-    """What the steps' calls reach (`core/calls.py`): `httpx.Client.post` is
+    """What the steps' calls reach (`core/runtime/calls.py`): `httpx.Client.post` is
     `client.post`, `Pause.sleep` is `pause.sleep`, blocking or awaited."""
 
     client: Any

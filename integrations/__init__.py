@@ -4,7 +4,7 @@ it, importing the module raises `MissingDependencyError` naming the extra."""
 
 from __future__ import annotations
 
-from recallstack.core.async_memory import AsyncMemory
+from recallstack.core.api.async_memory import AsyncMemory
 from recallstack.core.errors import InvalidInputError, MissingDependencyError
 
 

@@ -24,11 +24,11 @@ except ImportError as exc:
     raise missing("langchain", exc, "langchain") from exc
 
 from recallstack.core.batching import batched
-from recallstack.core.embedder import Embedder
-from recallstack.core.engine import EMBEDDER_ENV
+from recallstack.core.contracts.embedder import Embedder
+from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.errors import InvalidInputError
-from recallstack.core.registry import registry
-from recallstack.core.vector_store import VectorStore
+from recallstack.core.runtime.engine import EMBEDDER_ENV
+from recallstack.core.runtime.registry import registry
 from recallstack.core.vectors import Metric, QueryResult
 
 DEFAULT_EMBEDDER = "local/all-MiniLM-L6-v2"

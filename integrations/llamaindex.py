@@ -21,7 +21,7 @@ try:
 except ImportError as exc:
     raise missing("llamaindex", exc, "llamaindex") from exc
 
-from recallstack.core.async_memory import AsyncMemory
+from recallstack.core.api.async_memory import AsyncMemory
 from recallstack.core.errors import InvalidInputError
 from recallstack.core.inputs import check_id
 from recallstack.core.messages import Message, Role, utc_now

@@ -19,7 +19,7 @@ try:
 except ImportError as exc:
     raise missing("openai_agents", exc, "openai-agents") from exc
 
-from recallstack.core.async_memory import AsyncMemory
+from recallstack.core.api.async_memory import AsyncMemory
 from recallstack.core.inputs import check_id
 from recallstack.core.messages import Message, Role, utc_now
 from recallstack.integrations.recalled import NOTE, memory_search, note

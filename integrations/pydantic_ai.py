@@ -29,11 +29,11 @@ try:
 except ImportError as exc:
     raise missing("pydantic_ai", exc, "pydantic-ai") from exc
 
-from recallstack.core.async_memory import AsyncMemory
-from recallstack.core.config import MessageRange
+from recallstack.core.api.async_memory import AsyncMemory
+from recallstack.core.api.operations import RecallResult, SaveResult
 from recallstack.core.inputs import check_id
 from recallstack.core.messages import Message, Role, as_utc
-from recallstack.core.operations import RecallResult, SaveResult
+from recallstack.core.runtime.config import MessageRange
 from recallstack.integrations.recalled import NOTE, memory_search, note
 from recallstack.integrations.threads import own_thread
 

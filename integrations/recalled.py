@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 
-from recallstack.core.async_memory import AsyncMemory
+from recallstack.core.api.async_memory import AsyncMemory
 from recallstack.core.inputs import check_id
 from recallstack.core.messages import Message
 from recallstack.integrations import async_memory

@@ -3,7 +3,7 @@ another resource's (the resource is the security boundary)."""
 
 from __future__ import annotations
 
-from recallstack.core.async_memory import AsyncMemory
+from recallstack.core.api.async_memory import AsyncMemory
 from recallstack.core.errors import InvalidInputError
 
 

@@ -11,8 +11,8 @@ from recallstack.adapters.libsql.storage import LibSQLStorage
 from recallstack.adapters.libsql.vector import LibSQLVectorStore
 from recallstack.adapters.memory.storage import InMemoryStorage
 from recallstack.adapters.memory.vector import InMemoryVectorStore
-from recallstack.core.storage import Storage
-from recallstack.core.vector_store import VectorStore
+from recallstack.core.contracts.storage import Storage
+from recallstack.core.contracts.vector_store import VectorStore
 
 BACKENDS = ["memory", "libsql", "pg", "qdrant-edge", "chroma", "mongo", "pinecone"]
 
@@ -23,7 +23,7 @@ def make_backends(
     if kind == "memory":
         return InMemoryStorage(), InMemoryVectorStore()
     if kind in ("qdrant-edge", "chroma"):  # vectors only: storage stays in memory
-        from recallstack.core.registry import registry
+        from recallstack.core.runtime.registry import registry
 
         scheme = "qdrant+edge" if kind == "qdrant-edge" else "chroma"
         return InMemoryStorage(), registry().vector_store(f"{scheme}:///{tmp_path / kind}")
@@ -34,7 +34,7 @@ def make_backends(
         url = request.getfixturevalue("pg_url")
         return PgStorage(url), PgVectorStore(url)
     if kind == "pinecone":  # vectors on the emulator, storage in LibSQL
-        from recallstack.core.registry import registry
+        from recallstack.core.runtime.registry import registry
 
         _, url = request.getfixturevalue("pinecone_emulator")
         storage = LibSQLStorage(f"libsql:///{tmp_path / 'pinecone-storage.db'}")

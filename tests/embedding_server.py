@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from recallstack.core.embedder import Embedder
+from recallstack.core.contracts.embedder import Embedder
 
 REFUSED_MARK = "<<refused by the server>>"
 

@@ -303,7 +303,7 @@ def conversation_work(memory: AsyncMemory, thread: str) -> Callable[[], Awaitabl
 
 @pytest.fixture(scope="module")
 def local_model() -> Any:
-    from recallstack.core.registry import registry
+    from recallstack.core.runtime.registry import registry
 
     return registry().embedder("local/all-MiniLM-L6-v2")
 

@@ -1,4 +1,4 @@
-"""core/awaiting.py: blocking-style code that awaits, under greenlet_spawn."""
+"""core/runtime/awaiting.py: blocking-style code that awaits, under greenlet_spawn."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from recallstack.conformance.async_api import loop_thread
-from recallstack.core.awaiting import (
+from recallstack.core.runtime.awaiting import (
     Awaiting,
     PerLoop,
     await_only,

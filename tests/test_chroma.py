@@ -13,7 +13,7 @@ from recallstack.adapters.chroma.metadata import JSON, KINDS, decode, encode
 from recallstack.adapters.chroma.store import ChromaVectorStore, connect, score_of
 from recallstack.adapters.chroma.targets import server
 from recallstack.core.errors import BackendError, IndexNotFoundError, InvalidInputError
-from recallstack.core.registry import registry
+from recallstack.core.runtime.registry import registry
 
 
 def test_shadow_keys_and_round_trip() -> None:

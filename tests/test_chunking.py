@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recallstack.core.chunking import chunk_text
-from recallstack.core.embedder import Embedder
-from recallstack.core.memory import Memory
+from recallstack.core.api.memory import Memory
+from recallstack.core.contracts.embedder import Embedder
 from recallstack.core.messages import Message
-from recallstack.core.scores import Matrix
+from recallstack.core.recall.chunking import chunk_text
+from recallstack.core.vectors import Matrix
 from recallstack.embedders.local import LocalEmbedder
 
 LAST = {

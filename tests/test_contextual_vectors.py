@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from backends import make_backends
 
-from recallstack.core.async_memory import AsyncMemory
-from recallstack.core.config import FUSION_DEFAULTS, HybridConfig
+from recallstack.core.api.async_memory import AsyncMemory
+from recallstack.core.api.memory import Memory
 from recallstack.core.errors import InvalidInputError
-from recallstack.core.memory import Memory
 from recallstack.core.messages import Message
+from recallstack.core.runtime.config import FUSION_DEFAULTS, HybridConfig
 from recallstack.embedders.hashing import HashEmbedder
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from recallstack import demo
 from recallstack.cli import main
-from recallstack.core.memory import Memory
+from recallstack.core.api.memory import Memory
 
 
 def test_demo_recalls_the_right_messages(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import recallstack
-from recallstack.core import hookspecs
+from recallstack.core.runtime import hookspecs
 
 ROOT = Path(__file__).parent.parent
 DOCS = sorted((ROOT / "docs").rglob("*.md"))

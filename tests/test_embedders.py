@@ -21,15 +21,15 @@ import numpy as np
 import pytest
 from embedding_server import REFUSED_MARK, EmbeddingServer, serve
 
+from recallstack.core.api.memory import Memory
 from recallstack.core.errors import (
     BackendError,
     EmbeddingRefusedError,
     InvalidInputError,
     MissingDependencyError,
 )
-from recallstack.core.memory import Memory
 from recallstack.core.messages import Message
-from recallstack.core.registry import registry
+from recallstack.core.runtime.registry import registry
 from recallstack.embedders import local as local_module
 from recallstack.embedders import onnx_model
 from recallstack.embedders.hashing import HashEmbedder
@@ -443,7 +443,7 @@ def test_needs_a_key_or_a_base_url(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_memory_over_the_http_embedder(server: EmbeddingServer) -> None:
-    from recallstack.core.memory import Memory
+    from recallstack.core.api.memory import Memory
     from recallstack.core.messages import Message
 
     memory = Memory(
@@ -617,7 +617,7 @@ def test_async_memory_over_the_http_embedder(
 ) -> None:
     import asyncio
 
-    from recallstack.core.async_memory import AsyncMemory
+    from recallstack.core.api.async_memory import AsyncMemory
 
     async def main() -> list[str]:
         async with AsyncMemory(

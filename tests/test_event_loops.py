@@ -24,9 +24,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from recallstack import AsyncMemory, Memory, Message
-from recallstack.core.awaiting import greenlet_spawn
-from recallstack.core.operations import RecallResult
-from recallstack.core.vector_store import VectorStore
+from recallstack.core.api.operations import RecallResult
+from recallstack.core.contracts.vector_store import VectorStore
+from recallstack.core.runtime.awaiting import greenlet_spawn
 
 pytestmark = pytest.mark.filterwarnings(
     "error",  # an unclosed socket or transport, a coroutine never awaited: a failure
@@ -75,7 +75,7 @@ def urls(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stores]:
     elif request.param == "pinecone (stand-in)":
         yield storage, request.getfixturevalue("pinecone_emulator")[1]
     else:  # one in-memory engine: the store is shared, and closed here
-        from recallstack.core.registry import registry
+        from recallstack.core.runtime.registry import registry
 
         store = registry().vector_store("qdrant+local://:memory:", asyncio_local=True)
         yield storage, store

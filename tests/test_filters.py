@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recallstack.core.capabilities import Capabilities
+from recallstack.core.contracts.capabilities import Capabilities
 from recallstack.core.errors import FilterError
 from recallstack.core.filters import (
     ALL_OPERATORS,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from recallstack.core.config import Fusion
 from recallstack.core.recall.fusion import fuse
+from recallstack.core.runtime.config import Fusion
 
 PLAIN = Fusion(weight=0.5, rrf_k=10, candidates=100, context_share=0.8, context_credit=0.25)
 

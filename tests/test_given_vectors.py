@@ -12,9 +12,9 @@ import pytest
 
 from recallstack.adapters.memory.storage import InMemoryStorage
 from recallstack.adapters.memory.vector import InMemoryVectorStore
-from recallstack.core.async_memory import AsyncMemory
+from recallstack.core.api.async_memory import AsyncMemory
+from recallstack.core.api.memory import Memory
 from recallstack.core.errors import InvalidInputError
-from recallstack.core.memory import Memory
 from recallstack.core.messages import Message
 from recallstack.embedders.hashing import HashEmbedder
 

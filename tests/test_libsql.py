@@ -25,7 +25,7 @@ from recallstack.adapters.table_names import table_name
 from recallstack.core.errors import BackendError, InvalidInputError
 from recallstack.core.messages import Message
 from recallstack.core.records import Include, Thread
-from recallstack.core.registry import registry
+from recallstack.core.runtime.registry import registry
 
 
 @pytest.mark.parametrize(

@@ -16,13 +16,13 @@ from recallstack.adapters.libsql.storage import LibSQLStorage
 from recallstack.adapters.libsql.vector import LibSQLVectorStore
 from recallstack.adapters.memory.storage import InMemoryStorage
 from recallstack.adapters.memory.vector import InMemoryVectorStore
-from recallstack.core.embedder import Embedder, index_name
+from recallstack.core.api.memory import Memory
+from recallstack.core.contracts.embedder import Embedder, index_name
+from recallstack.core.contracts.storage import Storage
+from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.errors import InvalidInputError, NotFoundError, UnsupportedFeatureError
-from recallstack.core.memory import Memory
 from recallstack.core.messages import Message
-from recallstack.core.scores import Matrix
-from recallstack.core.storage import Storage
-from recallstack.core.vector_store import VectorStore
+from recallstack.core.vectors import Matrix
 from recallstack.embedders.hashing import HashEmbedder
 
 T0 = datetime(2024, 1, 15, 10, 30, tzinfo=UTC)

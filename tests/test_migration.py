@@ -16,9 +16,7 @@ from click.testing import CliRunner
 
 from recallstack import Memory
 from recallstack.cli import EXIT_FAILURE, main
-from recallstack.core.errors import InvalidInputError
-from recallstack.core.messages import Message
-from recallstack.core.migration import (
+from recallstack.core.api.migration import (
     VectorSource,
     export_lines,
     import_records,
@@ -26,8 +24,10 @@ from recallstack.core.migration import (
     parse_lines,
     sizes_of,
 )
+from recallstack.core.errors import InvalidInputError
+from recallstack.core.messages import Message
 from recallstack.core.records import Resource
-from recallstack.core.scores import Matrix
+from recallstack.core.vectors import Matrix
 from recallstack.embedders.hashing import HashEmbedder
 
 EMBEDDER = "hash/16"
@@ -256,8 +256,8 @@ def test_migrate_into_a_memory_with_contextual_vectors(tmp_path: Path) -> None:
 def store_digest(url: str) -> dict[str, object]:
     """Everything a store holds that a user sees: resources, threads, messages (by
     content), the ledger and each index's vector count."""
-    from recallstack.core.migration import message_digest, thread_digest
-    from recallstack.core.store_pages import messages_of, resources_of, threads_of
+    from recallstack.core.api.migration import message_digest, thread_digest
+    from recallstack.core.api.store_pages import messages_of, resources_of, threads_of
 
     with Memory(url, url, EMBEDDER) as memory:
         storage, store = memory.storage, memory.vector
@@ -319,7 +319,7 @@ def test_a_second_migration_copies_edits_and_removes_deletes(tmp_path: Path) -> 
 def test_the_check_lists_every_difference(tmp_path: Path) -> None:
     """A target changed behind the migration's back: each difference is listed, and
     the CLI exits 1."""
-    from recallstack.core.migration import Migration, verify
+    from recallstack.core.api.migration import Migration, verify
 
     source, target = f"libsql:///{tmp_path / 'a.db'}", f"libsql:///{tmp_path / 'b.db'}"
     fill(source, threads=4, per_thread=4)

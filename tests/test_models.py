@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from recallstack.core.config import MemoryConfig, MessageRange, SemanticRecallConfig
-from recallstack.core.embedder import index_name
+from recallstack.core.contracts.embedder import index_name
 from recallstack.core.errors import InvalidInputError
 from recallstack.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from recallstack.core.records import Thread
+from recallstack.core.runtime.config import MemoryConfig, MessageRange, SemanticRecallConfig
 from recallstack.core.vectors import IndexConfig, QueryResult, trusted_hit
 
 

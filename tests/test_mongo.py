@@ -34,7 +34,7 @@ from recallstack.adapters.mongo.targets import server, stand_in
 from recallstack.adapters.mongo.vector import MongoVectorStore
 from recallstack.core.errors import BackendError, InvalidInputError, UnsupportedFeatureError
 from recallstack.core.filters import parse_filter
-from recallstack.core.registry import registry
+from recallstack.core.runtime.registry import registry
 
 
 @pytest.fixture
@@ -434,7 +434,7 @@ def test_a_transaction_under_async_memory_is_the_asyncio_sessions() -> None:
     from pymongo.asynchronous.client_session import AsyncClientSession
 
     from recallstack.adapters.mongo.awaiting import AwaitingClient
-    from recallstack.core.awaiting import greenlet_spawn
+    from recallstack.core.runtime.awaiting import greenlet_spawn
 
     def run(client: Any) -> list[Any]:
         seen: list[Any] = []

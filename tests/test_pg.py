@@ -18,7 +18,7 @@ from recallstack.adapters.pg.vector import PgVectorStore
 from recallstack.adapters.table_names import table_name
 from recallstack.core.errors import BackendError, IndexNotFoundError, InvalidInputError
 from recallstack.core.filters import parse_filter
-from recallstack.core.registry import registry
+from recallstack.core.runtime.registry import registry
 
 
 def indexes(url: str, table: str) -> set[str]:

@@ -15,7 +15,7 @@ from recallstack.adapters.pinecone.emulator import API_KEY, Emulator
 from recallstack.adapters.pinecone.metadata import decode, encode
 from recallstack.adapters.pinecone.store import PineconeVectorStore, pinecone_name, record_id
 from recallstack.core.errors import BackendError, IndexNotFoundError, InvalidInputError
-from recallstack.core.registry import registry
+from recallstack.core.runtime.registry import registry
 
 Emulated = tuple[Emulator, str]
 

@@ -12,14 +12,14 @@ from types import SimpleNamespace
 import pytest
 
 from recallstack.adapters.memory.vector import InMemoryVectorStore
-from recallstack.core import hookspecs
 from recallstack.core.errors import (
     BackendError,
     InvalidInputError,
     MissingDependencyError,
     UnknownBackendError,
 )
-from recallstack.core.registry import build_registry, plugin_manager, registry
+from recallstack.core.runtime import hookspecs
+from recallstack.core.runtime.registry import build_registry, plugin_manager, registry
 
 
 def test_builtins_come_through_entry_points() -> None:
@@ -44,7 +44,7 @@ def test_third_party_plugin_is_found(example_plugin: Path) -> None:
 
 
 def test_third_party_storage_and_embedder(example_plugin: Path) -> None:
-    from recallstack.core.memory import Memory
+    from recallstack.core.api.memory import Memory
     from recallstack.core.messages import Message
 
     registry = build_registry(plugin_manager())

@@ -10,11 +10,11 @@ import pytest
 
 from recallstack.adapters.memory.storage import InMemoryStorage
 from recallstack.adapters.memory.vector import InMemoryVectorStore
+from recallstack.core.api.memory import Memory
+from recallstack.core.api.message_history import MessageHistory
+from recallstack.core.contracts.processor import RequestContext
 from recallstack.core.errors import NotFoundError
-from recallstack.core.memory import Memory
-from recallstack.core.message_history import MessageHistory
 from recallstack.core.messages import Message
-from recallstack.core.processor import RequestContext
 from recallstack.core.recall import SemanticRecall
 from recallstack.core.recall.other_threads import render
 from recallstack.core.recall.retrieval import merge_chronologically

@@ -21,7 +21,7 @@ from recallstack.core.errors import (
     InvalidInputError,
     UnsupportedFilterError,
 )
-from recallstack.core.registry import registry
+from recallstack.core.runtime.registry import registry
 
 
 @pytest.mark.parametrize(

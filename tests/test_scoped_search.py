@@ -14,8 +14,8 @@ import pytest
 
 from recallstack.adapters.libsql.vector import LibSQLVectorStore
 from recallstack.adapters.memory.vector import InMemoryVectorStore
+from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.filters import matches, parse_filter
-from recallstack.core.vector_store import VectorStore
 
 DIM = 8
 SCOPED = [

@@ -21,7 +21,7 @@ import pytest
 
 from recallstack import AsyncMemory
 from recallstack.core.errors import BackendError, InvalidInputError, RecallstackError
-from recallstack.core.registry import registry
+from recallstack.core.runtime.registry import registry
 
 SECRET = "hunter2Zq9"
 

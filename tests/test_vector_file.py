@@ -19,7 +19,7 @@ from recallstack.adapters.libsql import vector as vector_module
 from recallstack.adapters.libsql import vector_file as vector_file_module
 from recallstack.adapters.libsql.vector import PERSIST_FROM, LibSQLVectorStore
 from recallstack.adapters.memory.vector import InMemoryVectorStore
-from recallstack.core.vector_store import VectorStore
+from recallstack.core.contracts.vector_store import VectorStore
 
 DIM = 8
 N = PERSIST_FROM + 200

@@ -1,4 +1,4 @@
-"""Reading a memory's vectors back by id (`core/vector_reads.py`), as doctor and migrate do:
+"""Reading a memory's vectors back by id (`core/api/vector_reads.py`), as doctor and migrate do:
 every chunk of a long message, read over several windows, and nothing of another."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from recallstack.adapters.libsql.storage import LibSQLStorage
 from recallstack.adapters.libsql.vector import LibSQLVectorStore
 from recallstack.adapters.memory.storage import InMemoryStorage
 from recallstack.adapters.memory.vector import InMemoryVectorStore
-from recallstack.core.memory import Memory
+from recallstack.core.api.memory import Memory
+from recallstack.core.api.vector_reads import WIDEST, held_messages, message_vectors
 from recallstack.core.messages import Message
-from recallstack.core.vector_reads import WIDEST, held_messages, message_vectors
 from recallstack.embedders.hashing import HashEmbedder
 
 

@@ -3,7 +3,7 @@
 URLs: `chroma:///path/to/folder` (PersistentClient), `chroma://:memory:`
 (EphemeralClient; note that Chroma shares one in-memory system per process),
 `chroma+http://host:8000` (HttpClient; under AsyncMemory, AsyncHttpClient,
-awaited: core/awaiting.py). One collection per index, named by the
+awaited: core/runtime/awaiting.py). One collection per index, named by the
 SQL table rule (valid Chroma names); the logical name, dimension and metric
 live in the collection's metadata. When a query (with its filter) matches at
 most `exact_below` records, they are fetched and scored exactly in numpy:
@@ -23,16 +23,17 @@ from recallstack.adapters.chroma import CAPABILITIES
 from recallstack.adapters.chroma.filters import compile_filter
 from recallstack.adapters.chroma.metadata import decode, encode
 from recallstack.adapters.table_names import table_name
-from recallstack.core.awaiting import PerLoop, await_only, in_asyncio
+from recallstack.core.contracts.vector_store import VectorBatch, VectorStore, wraps_driver_errors
 from recallstack.core.errors import BackendError, IndexNotFoundError, InvalidInputError
 from recallstack.core.filters import Node
 from recallstack.core.metadata import Metadata
-from recallstack.core.scores import Matrix, best, past_ties, ranked, score
+from recallstack.core.runtime.awaiting import PerLoop, await_only, in_asyncio
+from recallstack.core.scores import best, past_ties, ranked, score
 from recallstack.core.urls import endpoint, redact, scrub
-from recallstack.core.vector_store import VectorBatch, VectorStore, wraps_driver_errors
 from recallstack.core.vectors import (
     IndexConfig,
     IndexStats,
+    Matrix,
     Metric,
     QueryResult,
     StoredVector,
@@ -132,7 +133,7 @@ class ChromaVectorStore(VectorStore):
     @property
     def client(self) -> Any:
         """The client: under AsyncMemory on a server, the running loop's
-        `AsyncHttpClient` with its calls awaited (core/awaiting.py)."""
+        `AsyncHttpClient` with its calls awaited (core/runtime/awaiting.py)."""
         awaited = self._awaited()
         return self._client if awaited is None else awaited[0]
 

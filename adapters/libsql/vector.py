@@ -41,14 +41,15 @@ from recallstack.adapters.libsql.sql_filters import (
     json_path,
 )
 from recallstack.adapters.table_names import table_name
+from recallstack.core.contracts.vector_store import VectorBatch, VectorStore
 from recallstack.core.errors import UnsupportedFeatureError
 from recallstack.core.filters import SCOPE_KEYS, Node, scope_of
 from recallstack.core.metadata import Metadata
-from recallstack.core.scores import Matrix, best, row_norms, score
-from recallstack.core.vector_store import VectorBatch, VectorStore
+from recallstack.core.scores import best, row_norms, score
 from recallstack.core.vectors import (
     IndexConfig,
     IndexStats,
+    Matrix,
     Metric,
     QueryResult,
     StoredVector,

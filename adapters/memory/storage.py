@@ -7,10 +7,10 @@ from collections import Counter
 from datetime import datetime
 from typing import TypeVar
 
+from recallstack.core.contracts.storage import Order, Storage, ThreadOrderBy
 from recallstack.core.keywords import bm25, words
 from recallstack.core.messages import Message
 from recallstack.core.records import Include, Resource, Thread
-from recallstack.core.storage import Order, Storage, ThreadOrderBy
 
 T = TypeVar("T")
 

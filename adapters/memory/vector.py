@@ -8,11 +8,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from recallstack.adapters.memory import CAPABILITIES
+from recallstack.core.contracts.vector_store import VectorBatch, VectorStore
 from recallstack.core.filters import SCOPE_KEYS, Node, matches, scope_of
 from recallstack.core.metadata import Metadata
-from recallstack.core.scores import Matrix, best, score
-from recallstack.core.vector_store import VectorBatch, VectorStore
-from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult, StoredVector
+from recallstack.core.scores import best, score
+from recallstack.core.vectors import (
+    IndexConfig,
+    IndexStats,
+    Matrix,
+    Metric,
+    QueryResult,
+    StoredVector,
+)
 
 
 @dataclass

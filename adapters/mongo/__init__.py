@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from recallstack.core.capabilities import Capabilities
+from recallstack.core.contracts.capabilities import Capabilities
+from recallstack.core.contracts.storage import Storage
+from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.filters import ALL_OPERATORS
-from recallstack.core.hookspecs import hookimpl
-from recallstack.core.registry import Backend, ConformanceTarget
-from recallstack.core.storage import Storage
-from recallstack.core.vector_store import VectorStore
+from recallstack.core.runtime.hookspecs import hookimpl
+from recallstack.core.runtime.registry import Backend, ConformanceTarget
 
 CAPABILITIES = Capabilities(operators=ALL_OPERATORS, exact=True)
 """Exact on any MongoDB; an index searched through Atlas Vector Search is approximate."""

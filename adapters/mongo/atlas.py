@@ -23,11 +23,10 @@ from recallstack.adapters.mongo.documents import (
     selection,
     vector_rows,
 )
-from recallstack.core.awaiting import sleep
 from recallstack.core.errors import BackendError
 from recallstack.core.filters import Node, matches
-from recallstack.core.scores import Matrix
-from recallstack.core.vectors import Metric
+from recallstack.core.runtime.awaiting import sleep
+from recallstack.core.vectors import Matrix, Metric
 
 INDEX = "recallstack_vectors"
 """The name of the vector search index in each index's collection."""

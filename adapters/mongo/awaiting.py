@@ -1,6 +1,6 @@
 """pymongo's asyncio API (`AsyncMongoClient`) with the blocking API's shape, for the
 adapter's code running under `AsyncMemory`: each coroutine is awaited with
-`await_only` (core/awaiting.py), so storage and vector store are written once.
+`await_only` (core/runtime/awaiting.py), so storage and vector store are written once.
 
 Only what the adapter calls is here: collections by name, their methods, and
 cursors, which are read in slices (`to_list(n)`) so that a long result is never
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Self
 
-from recallstack.core.awaiting import Awaiting, await_only, entered
+from recallstack.core.runtime.awaiting import Awaiting, await_only, entered
 
 SLICE = 1_000
 """Documents read from a cursor per round of the event loop."""

@@ -22,8 +22,8 @@ from typing import Any, Literal
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from recallstack.adapters.mongo.awaiting import AwaitingClient
-from recallstack.core.awaiting import PerLoop, in_asyncio
 from recallstack.core.errors import BackendError, InvalidInputError, refuse_newer
+from recallstack.core.runtime.awaiting import PerLoop, in_asyncio
 from recallstack.core.urls import redact, scrub
 
 DEFAULT_DATABASE = "recallstack"

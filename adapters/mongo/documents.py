@@ -18,7 +18,7 @@ from recallstack.adapters.key_encoding import decode_key, encode_key
 from recallstack.core.errors import InvalidInputError
 from recallstack.core.filters import RANGE_OPERATORS, Condition, Logical, Node
 from recallstack.core.metadata import Metadata
-from recallstack.core.scores import Matrix
+from recallstack.core.vectors import Matrix
 
 METADATA = "m"
 VECTOR = "v"

@@ -18,10 +18,10 @@ from typing import Any
 from recallstack.adapters.mongo.connection import Connection
 from recallstack.adapters.mongo.documents import field_name, key_name
 from recallstack.core.batching import batched
+from recallstack.core.contracts.storage import Order, Storage, ThreadOrderBy
 from recallstack.core.keywords import score, words
 from recallstack.core.messages import Message
 from recallstack.core.records import Include, Resource, Thread
-from recallstack.core.storage import Order, Storage, ThreadOrderBy
 
 RESOURCES = "recallstack_resources"
 THREADS = "recallstack_threads"

@@ -35,14 +35,15 @@ from recallstack.adapters.mongo.documents import (
 )
 from recallstack.adapters.table_names import table_name
 from recallstack.core.batching import batched
+from recallstack.core.contracts.vector_store import VectorBatch, VectorStore
 from recallstack.core.errors import InvalidInputError, UnsupportedFeatureError
 from recallstack.core.filters import Node, matches
 from recallstack.core.metadata import Metadata
-from recallstack.core.scores import Matrix, best, score
-from recallstack.core.vector_store import VectorBatch, VectorStore
+from recallstack.core.scores import best, score
 from recallstack.core.vectors import (
     IndexConfig,
     IndexStats,
+    Matrix,
     Metric,
     QueryResult,
     StoredVector,

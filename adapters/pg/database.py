@@ -1,6 +1,6 @@
 """A psycopg connection pool with pgvector registered, and schema versions.
 
-Called from `AsyncMemory` (under `greenlet_spawn`: core/awaiting.py), the same
+Called from `AsyncMemory` (under `greenlet_spawn`: core/runtime/awaiting.py), the same
 methods take their connections from an `AsyncConnectionPool` and await
 psycopg's asyncio API instead, so that the adapters' code is written once.
 """
@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from recallstack.core.awaiting import PerLoop, await_only, entered, in_asyncio
 from recallstack.core.errors import BackendError, InvalidInputError, refuse_newer
+from recallstack.core.runtime.awaiting import PerLoop, await_only, entered, in_asyncio
 from recallstack.core.urls import redact, scrub
 
 if TYPE_CHECKING:

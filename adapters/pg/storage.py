@@ -8,10 +8,10 @@ from typing import Any
 
 from recallstack.adapters.ledger_sql import INDEX_NAMES
 from recallstack.adapters.pg.database import Database
+from recallstack.core.contracts.storage import Order, Storage, ThreadOrderBy
 from recallstack.core.keywords import K1, B, words
 from recallstack.core.messages import Message
 from recallstack.core.records import Include, Resource, Thread
-from recallstack.core.storage import Order, Storage, ThreadOrderBy
 
 COLUMNS = "id, thread_id, resource_id, role, content, created_at, metadata"
 UNINDEXED = (

@@ -19,6 +19,7 @@ from recallstack.adapters.pg import CAPABILITIES
 from recallstack.adapters.pg.database import Database
 from recallstack.adapters.pg.sql_filters import compile_filter, index_name, index_statements
 from recallstack.adapters.table_names import table_name
+from recallstack.core.contracts.vector_store import VectorBatch, VectorStore
 from recallstack.core.errors import (
     BackendError,
     IndexNotFoundError,
@@ -27,9 +28,15 @@ from recallstack.core.errors import (
 )
 from recallstack.core.filters import Node
 from recallstack.core.metadata import Metadata
-from recallstack.core.scores import Matrix, from_distance, past_ties, ranked
-from recallstack.core.vector_store import VectorBatch, VectorStore
-from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult, StoredVector
+from recallstack.core.scores import from_distance, past_ties, ranked
+from recallstack.core.vectors import (
+    IndexConfig,
+    IndexStats,
+    Matrix,
+    Metric,
+    QueryResult,
+    StoredVector,
+)
 
 CATALOG = "recallstack_vector_indexes"
 PGVECTOR_EF_SEARCH = 40

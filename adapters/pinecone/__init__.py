@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from recallstack.core.capabilities import Capabilities
+from recallstack.core.contracts.capabilities import Capabilities
+from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.filters import ALL_OPERATORS
-from recallstack.core.hookspecs import hookimpl
-from recallstack.core.registry import Backend, ConformanceTarget
-from recallstack.core.vector_store import VectorStore
+from recallstack.core.runtime.hookspecs import hookimpl
+from recallstack.core.runtime.registry import Backend, ConformanceTarget
 
 CAPABILITIES = Capabilities(
     operators=ALL_OPERATORS,

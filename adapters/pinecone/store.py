@@ -9,7 +9,7 @@ indexes have no delete by filter), then act on the ids. Queries ask for one
 more hit than top_k, and more while it ties with the last, so ties at the cut
 are ordered by id; scores follow docs/spec/backends.md §3 (Pinecone's
 euclidean score is the squared distance). Under AsyncMemory the same code runs
-over the SDK's `AsyncPinecone`, each call awaited (core/awaiting.py).
+over the SDK's `AsyncPinecone`, each call awaited (core/runtime/awaiting.py).
 """
 
 from __future__ import annotations
@@ -29,19 +29,20 @@ import numpy as np
 from recallstack.adapters.pinecone import CAPABILITIES, KEY_ENV
 from recallstack.adapters.pinecone.filters import compile_filter
 from recallstack.adapters.pinecone.metadata import ORIGINAL_ID, decode, encode
-from recallstack.core.awaiting import PerLoop, await_only, drained, in_asyncio, sleep
 from recallstack.core.batching import batched
+from recallstack.core.contracts.vector_store import VectorBatch, VectorStore
 from recallstack.core.errors import BackendError, IndexNotFoundError, InvalidInputError
 from recallstack.core.filters import Node
 from recallstack.core.filters import matches as matches_filter
 from recallstack.core.metadata import Metadata
-from recallstack.core.scores import Matrix, past_ties, ranked
+from recallstack.core.runtime.awaiting import PerLoop, await_only, drained, in_asyncio, sleep
+from recallstack.core.scores import past_ties, ranked
 from recallstack.core.urls import redact, scrub
-from recallstack.core.vector_store import VectorBatch, VectorStore
 from recallstack.core.vectors import (
     METRICS,
     IndexConfig,
     IndexStats,
+    Matrix,
     Metric,
     QueryResult,
     StoredVector,
@@ -79,7 +80,7 @@ class PineconeVectorStore(VectorStore):
     backend = "pinecone"
     capabilities = CAPABILITIES
     asyncio_driver = True
-    """Under AsyncMemory, the SDK's `AsyncPinecone`, awaited (core/awaiting.py)."""
+    """Under AsyncMemory, the SDK's `AsyncPinecone`, awaited (core/runtime/awaiting.py)."""
 
     def __init__(
         self,

@@ -6,7 +6,7 @@ per index (named by the same rule as SQL tables); a `recallstack_catalog`
 collection maps logical names to collections, dimensions and metrics.
 
 Under `AsyncMemory` a server is reached through `AsyncQdrantClient`, awaited
-(core/awaiting.py); the local mode is Python work in process, so it stays in a
+(core/runtime/awaiting.py); the local mode is Python work in process, so it stays in a
 worker thread, except where a test asks for `asyncio_local` (below).
 """
 
@@ -20,8 +20,8 @@ from uuid import UUID
 from recallstack.adapters.qdrant.filters import Dialect
 from recallstack.adapters.qdrant.payload import INDEXED_FIELDS, point_id
 from recallstack.adapters.table_names import table_name
-from recallstack.core.awaiting import Awaiting, PerLoop, in_asyncio
 from recallstack.core.errors import BackendError, IndexNotFoundError, InvalidInputError
+from recallstack.core.runtime.awaiting import Awaiting, PerLoop, in_asyncio
 from recallstack.core.urls import endpoint, redact
 from recallstack.core.vectors import IndexConfig, Metric
 

@@ -16,12 +16,19 @@ import numpy as np
 from recallstack.adapters.qdrant import CAPABILITIES
 from recallstack.adapters.qdrant.filters import Dialect, compile_filter
 from recallstack.adapters.qdrant.payload import ID, decode, encode, length, point_id
+from recallstack.core.contracts.vector_store import VectorBatch, VectorStore, wraps_driver_errors
 from recallstack.core.errors import IndexNotFoundError
 from recallstack.core.filters import Node, matches
 from recallstack.core.metadata import Metadata
-from recallstack.core.scores import Matrix, past_ties, ranked
-from recallstack.core.vector_store import VectorBatch, VectorStore, wraps_driver_errors
-from recallstack.core.vectors import IndexConfig, IndexStats, Metric, QueryResult, StoredVector
+from recallstack.core.scores import past_ties, ranked
+from recallstack.core.vectors import (
+    IndexConfig,
+    IndexStats,
+    Matrix,
+    Metric,
+    QueryResult,
+    StoredVector,
+)
 
 BATCH = 512
 
@@ -31,7 +38,7 @@ class Driver(Protocol):
 
     dialect: Dialect
     asyncio_driver: bool
-    """Whether its calls await an asyncio client under `AsyncMemory` (core/awaiting.py)."""
+    """Whether its calls await an asyncio client under `AsyncMemory` (core/runtime/awaiting.py)."""
     filters_each_point: bool
     """Whether the engine tests a filter against every point in Python (the client's
     local mode), so that a filtered search costs what the collection holds."""

@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 
 from recallstack.conformance.twin import Twin
+from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.errors import (
     DimensionMismatchError,
     FilterError,
     IndexNotFoundError,
     InvalidInputError,
 )
-from recallstack.core.vector_store import VectorStore
 
 BAD_QUERIES: list[tuple[str, dict[str, Any], type[Exception]]] = [
     ("unknown operator", {"filter": {"k": {"$regex": "a"}}}, FilterError),

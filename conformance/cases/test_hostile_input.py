@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from recallstack.conformance.twin import Twin
+from recallstack.core.contracts.storage import Storage
 from recallstack.core.errors import FilterError, InvalidInputError
 from recallstack.core.messages import Message
 from recallstack.core.records import Thread
-from recallstack.core.storage import Storage
 
 ODD_TEXT = [
     "'; DELETE FROM recallstack_messages; --",

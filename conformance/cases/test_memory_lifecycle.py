@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from recallstack.core.memory import Memory
+from recallstack.core.api.memory import Memory
 from recallstack.core.messages import Message
 
 T0 = datetime(2024, 3, 1, 9, tzinfo=UTC)

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 import recallstack
-from recallstack.core.memory import Memory
+from recallstack.core.api.memory import Memory
+from recallstack.core.contracts.processor import RequestContext
 from recallstack.core.messages import Message
-from recallstack.core.processor import RequestContext
 
 DATA = json.loads((Path(recallstack.__file__).parent / "demo_conversation.json").read_text())
 CONFIGS: list[dict[str, Any]] = [

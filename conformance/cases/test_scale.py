@@ -18,11 +18,11 @@ import pytest
 
 from recallstack.conformance.dataset import vectors
 from recallstack.conformance.twin import Twin
+from recallstack.core.api.memory import Memory
+from recallstack.core.contracts.storage import Storage
 from recallstack.core.errors import InvalidInputError
-from recallstack.core.memory import Memory
 from recallstack.core.messages import Message
 from recallstack.core.records import Include, Thread
-from recallstack.core.storage import Storage
 from recallstack.embedders.hashing import HashEmbedder
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)

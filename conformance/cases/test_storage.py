@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from recallstack.core.contracts.storage import Storage
 from recallstack.core.errors import InvalidInputError, NotFoundError, UnsupportedFeatureError
 from recallstack.core.messages import Message, TextPart, ToolCallPart
 from recallstack.core.records import Include, Resource, Thread
-from recallstack.core.storage import Storage
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 Ids = Callable[[str], str]

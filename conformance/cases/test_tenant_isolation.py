@@ -21,8 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from recallstack.core.api.memory import Memory
 from recallstack.core.errors import InvalidInputError, NotFoundError
-from recallstack.core.memory import Memory
 from recallstack.core.messages import Message
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)

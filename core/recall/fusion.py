@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
-from recallstack.core.config import Fusion
+from recallstack.core.runtime.config import Fusion
 
 
 def fuse(

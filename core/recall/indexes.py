@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from recallstack.core.calls import Steps, call
-from recallstack.core.config import SemanticRecallConfig
-from recallstack.core.embedder import Embedder, index_name
-from recallstack.core.storage import Storage
-from recallstack.core.vector_store import VectorStore
+from recallstack.core.contracts.embedder import Embedder, index_name
+from recallstack.core.contracts.storage import Storage
+from recallstack.core.contracts.vector_store import VectorStore
+from recallstack.core.runtime.calls import Steps, call
+from recallstack.core.runtime.config import SemanticRecallConfig
 
 
 def main_index(config: SemanticRecallConfig, model: Embedder) -> str:

@@ -10,20 +10,20 @@ from typing import Any
 import numpy as np
 
 from recallstack.core.batching import batched
-from recallstack.core.calls import Steps, call
-from recallstack.core.chunking import chunk_text
-from recallstack.core.config import SemanticRecallConfig
-from recallstack.core.derived import context_text, contexts, digest
-from recallstack.core.embedding_cache import CachedEmbedder
+from recallstack.core.contracts.storage import Storage
+from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.errors import EmbeddingRefusedError
 from recallstack.core.filters import Condition, and_filters
 from recallstack.core.messages import Message
+from recallstack.core.recall.chunking import chunk_text
+from recallstack.core.recall.derived import context_text, contexts, digest
 from recallstack.core.recall.indexes import context_index, main_index
 from recallstack.core.recall.records import IndexReport, chunk_id, vector_metadata
 from recallstack.core.records import Thread
-from recallstack.core.scores import Matrix
-from recallstack.core.storage import Storage
-from recallstack.core.vector_store import VectorStore
+from recallstack.core.runtime.calls import Steps, call
+from recallstack.core.runtime.config import SemanticRecallConfig
+from recallstack.core.runtime.embedding_cache import CachedEmbedder
+from recallstack.core.vectors import Matrix
 
 CONTEXT_CHECKS = 3
 """How many times a save reads contexts again after writing them (`_write_contexts`)."""

@@ -14,14 +14,12 @@ import logging
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from recallstack.core.backends import Backends
-from recallstack.core.calls import Steps, call, run
-from recallstack.core.config import MemoryConfig, SemanticRecallConfig
-from recallstack.core.embedder import Embedder
-from recallstack.core.embedding_cache import CachedEmbedder
+from recallstack.core.contracts.embedder import Embedder
+from recallstack.core.contracts.processor import RequestContext
+from recallstack.core.contracts.storage import Storage
+from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.errors import InvalidInputError
 from recallstack.core.messages import Message
-from recallstack.core.processor import RequestContext
 from recallstack.core.recall.indexes import (
     context_index,
     existing_indexes,
@@ -32,9 +30,11 @@ from recallstack.core.recall.indexing import Indexing, chunks_of
 from recallstack.core.recall.records import Hit, IndexReport, Recalled
 from recallstack.core.recall.retrieval import Retrieval, merge
 from recallstack.core.records import Thread
-from recallstack.core.scores import Matrix
-from recallstack.core.storage import Storage
-from recallstack.core.vector_store import VectorStore
+from recallstack.core.runtime.backends import Backends
+from recallstack.core.runtime.calls import Steps, call, run
+from recallstack.core.runtime.config import MemoryConfig, SemanticRecallConfig
+from recallstack.core.runtime.embedding_cache import CachedEmbedder
+from recallstack.core.vectors import Matrix
 
 
 class SemanticRecall:
@@ -44,7 +44,7 @@ class SemanticRecall:
     scope="resource", ...`). `Memory` passes its whole `MemoryConfig` as
     `config` instead, so that both read one configuration object.
 
-    Each operation is written once, as steps (`core/calls.py`): the methods
+    Each operation is written once, as steps (`core/runtime/calls.py`): the methods
     here run them on this processor's backends, and `AsyncMemory` awaits the
     same steps (`input_steps`, `output_steps`, `indexing`, `retrieval`).
     """

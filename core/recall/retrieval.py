@@ -7,9 +7,8 @@ import contextlib
 import heapq
 from collections.abc import Collection
 
-from recallstack.core.calls import Steps, call
-from recallstack.core.config import Fusion, SemanticRecallConfig
-from recallstack.core.embedding_cache import CachedEmbedder
+from recallstack.core.contracts.storage import Storage
+from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.errors import IndexNotFoundError, InvalidInputError
 from recallstack.core.filters import Condition, Node, and_filters, matches
 from recallstack.core.inputs import MAX_QUERY_LENGTH, check_id, check_text
@@ -20,10 +19,10 @@ from recallstack.core.recall.indexing import chunks
 from recallstack.core.recall.other_threads import render
 from recallstack.core.recall.records import Hit, Recalled, vector_metadata
 from recallstack.core.records import Include
-from recallstack.core.scores import Matrix
-from recallstack.core.storage import Storage
-from recallstack.core.vector_store import VectorStore
-from recallstack.core.vectors import QueryResult
+from recallstack.core.runtime.calls import Steps, call
+from recallstack.core.runtime.config import Fusion, SemanticRecallConfig
+from recallstack.core.runtime.embedding_cache import CachedEmbedder
+from recallstack.core.vectors import Matrix, QueryResult
 
 
 class Retrieval:

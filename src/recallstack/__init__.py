@@ -2,10 +2,21 @@
 
 from importlib.metadata import version as _version
 
-from recallstack.core.async_memory import AsyncMemory
-from recallstack.core.capabilities import Capabilities
-from recallstack.core.config import HybridConfig, MemoryConfig, MessageRange, SemanticRecallConfig
-from recallstack.core.embedder import Embedder, index_name
+from recallstack.core.api.async_memory import AsyncMemory
+from recallstack.core.api.memory import Memory
+from recallstack.core.api.message_history import MessageHistory
+from recallstack.core.api.operations import (
+    RecallResult,
+    SaveResult,
+    SearchHit,
+    ThreadUpdateResult,
+)
+from recallstack.core.api.reindexing import ReindexResult
+from recallstack.core.contracts.capabilities import Capabilities
+from recallstack.core.contracts.embedder import Embedder, index_name
+from recallstack.core.contracts.processor import Processor, RequestContext
+from recallstack.core.contracts.storage import Storage
+from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.errors import (
     BackendError,
     DimensionMismatchError,
@@ -21,23 +32,17 @@ from recallstack.core.errors import (
     UnsupportedFilterError,
 )
 from recallstack.core.filters import matches, parse_filter
-from recallstack.core.hookspecs import hookimpl
-from recallstack.core.memory import Memory
-from recallstack.core.message_history import MessageHistory
 from recallstack.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
-from recallstack.core.operations import (
-    RecallResult,
-    SaveResult,
-    SearchHit,
-    ThreadUpdateResult,
-)
-from recallstack.core.processor import Processor, RequestContext
 from recallstack.core.recall import Hit, SemanticRecall
 from recallstack.core.records import Include, Page, Resource, Thread
-from recallstack.core.registry import Backend, ConformanceTarget, registry
-from recallstack.core.reindexing import ReindexResult
-from recallstack.core.storage import Storage
-from recallstack.core.vector_store import VectorStore
+from recallstack.core.runtime.config import (
+    HybridConfig,
+    MemoryConfig,
+    MessageRange,
+    SemanticRecallConfig,
+)
+from recallstack.core.runtime.hookspecs import hookimpl
+from recallstack.core.runtime.registry import Backend, ConformanceTarget, registry
 from recallstack.core.vectors import IndexConfig, IndexStats, QueryResult
 
 __version__ = _version("recallstack")

@@ -14,7 +14,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from recallstack.core.registry import Backend, registry
+from recallstack.core.runtime.registry import Backend, registry
 
 DEFAULT_EMBEDDER = "local/all-MiniLM-L6-v2"
 INGEST_BATCH = 500
@@ -212,8 +212,8 @@ def open_storage(url: str) -> Any:
 def open_memory(stores: Stores, options: dict[str, Any] | None = None) -> Any:
     """A Memory on the stores, closed when the command ends. A URL or embedder name the
     library refuses is a usage error: it is refused before any file is made."""
+    from recallstack.core.api.memory import Memory
     from recallstack.core.errors import InvalidInputError, UnknownBackendError
-    from recallstack.core.memory import Memory
 
     try:
         memory = Memory(*stores, options or {"semantic_recall": True})
@@ -468,8 +468,8 @@ def _checkup_line(found: Any) -> str:
 def export(stores: Stores, output: str | None, vectors: bool) -> None:
     """Write every resource, thread and message as JSON lines; with --vectors, their
     vectors too (an import of the same model writes them instead of embedding)."""
+    from recallstack.core.api.migration import VectorSource, export_lines
     from recallstack.core.errors import NotFoundError
-    from recallstack.core.migration import VectorSource, export_lines
 
     stores = stores.existing(vector=vectors)
     source = None
@@ -498,7 +498,7 @@ def import_(stores: Stores, dump: str, quiet: bool) -> None:
     """Save what `export` wrote, with its vectors where they are of --embedder's index,
     embedding the messages otherwise. The whole file is checked first: if any line
     is invalid, nothing is written."""
-    from recallstack.core.migration import import_records, parse_lines
+    from recallstack.core.api.migration import import_records, parse_lines
 
     raw = sys.stdin.buffer.read() if dump == "-" else open(dump, "rb").read()  # noqa: SIM115
     found = parse_lines(raw.splitlines())
@@ -524,8 +524,8 @@ def migrate(source: str, target: str, embedder: str, quiet: bool, as_json: bool)
     """Copy a memory to another backend, with its vectors (both sides use --embedder);
     run it again to resume after an interruption. Ends with a check: the same
     messages in every thread, and the same hits for a few searches."""
-    from recallstack.core.migration import describe
-    from recallstack.core.migration import migrate as run
+    from recallstack.core.api.migration import describe
+    from recallstack.core.api.migration import migrate as run
 
     read = Stores(source, source, embedder).existing("--from")
     source_memory = open_memory(read)

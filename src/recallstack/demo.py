@@ -19,9 +19,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from recallstack.core.memory import Memory
+from recallstack.core.api.memory import Memory
+from recallstack.core.contracts.processor import RequestContext
 from recallstack.core.messages import Message
-from recallstack.core.processor import RequestContext
 
 DATA = Path(__file__).with_name("demo_conversation.json")
 OPTIONS = {"last_messages": 4, "semantic_recall": {"top_k": 3, "message_range": 1}}

@@ -11,18 +11,18 @@ from typing import Any, Generic, Literal, TypeVar, overload
 
 import pluggy
 
-from recallstack.core import hookspecs
-from recallstack.core.capabilities import Capabilities
-from recallstack.core.embedder import Embedder
+from recallstack.core.contracts.capabilities import Capabilities
+from recallstack.core.contracts.embedder import Embedder
+from recallstack.core.contracts.storage import Storage
+from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.errors import (
     BackendError,
     InvalidInputError,
     MissingDependencyError,
     UnknownBackendError,
 )
-from recallstack.core.storage import Storage
+from recallstack.core.runtime import hookspecs
 from recallstack.core.urls import redact
-from recallstack.core.vector_store import VectorStore
 
 Kind = Literal["vector", "storage", "embedder"]
 ENTRY_POINT_GROUP = "recallstack"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, Literal, TypeVar
 
+from recallstack.core.contracts.ledger import IndexLedger
 from recallstack.core.errors import (
     InvalidInputError,
     NotFoundError,
@@ -21,7 +22,6 @@ from recallstack.core.errors import (
 )
 from recallstack.core.inputs import check_id, check_ids, check_text
 from recallstack.core.keywords import query_terms, words
-from recallstack.core.ledger import IndexLedger
 from recallstack.core.messages import Message, as_utc, utc_now
 from recallstack.core.records import Include, MessagePage, Page, Resource, Thread, ThreadPage
 
@@ -50,7 +50,7 @@ class Storage(IndexLedger, ABC):
     """Whether `search_words` works here (hybrid recall needs it)."""
     asyncio_driver: bool = False
     """Whether this store awaits its driver's asyncio API when `AsyncMemory` calls it
-    (core/awaiting.py); otherwise AsyncMemory calls it in a worker thread. A store may
+    (core/runtime/awaiting.py); otherwise AsyncMemory calls it in a worker thread. A store may
     set it per instance (per mode)."""
 
     # ---- resources ------------------------------------------------------------

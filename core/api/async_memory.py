@@ -1,9 +1,9 @@
 """AsyncMemory: `Memory` for asyncio, with the same methods awaited and the same behaviour.
 
-Both run the same steps (`core/operations.py`); only how a backend call is made
+Both run the same steps (`core/api/operations.py`); only how a backend call is made
 differs. A store whose driver has an asyncio API (Postgres, a Chroma server,
 Pinecone, a Qdrant server, MongoDB: docs/async.md) is called on the event loop
-and awaits it (`asyncio_driver`, core/awaiting.py); the others (LibSQL, `memory://`, the
+and awaits it (`asyncio_driver`, core/runtime/awaiting.py); the others (LibSQL, `memory://`, the
 in-process engines: docs/async.md) are called in a worker thread, so the
 loop goes on while their drivers work. Embedding awaits `Embedder.aembed`: an
 `httpx.AsyncClient` for `openai/...`, a worker thread for a local model.
@@ -17,26 +17,26 @@ import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from recallstack.core.calls import Steps
-from recallstack.core.config import MemoryConfig
-from recallstack.core.doctor import Checkup
-from recallstack.core.embedder import Embedder
-from recallstack.core.engine import Engine, backends_from_env
-from recallstack.core.memory import Memory
-from recallstack.core.message_history import MessageHistory
-from recallstack.core.messages import Message
-from recallstack.core.operations import (
+from recallstack.core.api.doctor import Checkup
+from recallstack.core.api.memory import Memory
+from recallstack.core.api.message_history import MessageHistory
+from recallstack.core.api.operations import (
     RecallResult,
     SaveResult,
     SearchHit,
     ThreadUpdateResult,
 )
-from recallstack.core.processor import RequestContext
+from recallstack.core.api.reindexing import ReindexResult
+from recallstack.core.contracts.embedder import Embedder
+from recallstack.core.contracts.processor import RequestContext
+from recallstack.core.contracts.storage import Storage
+from recallstack.core.contracts.vector_store import VectorStore
+from recallstack.core.messages import Message
 from recallstack.core.recall import SemanticRecall
 from recallstack.core.records import Resource, Thread, ThreadPage
-from recallstack.core.reindexing import ReindexResult
-from recallstack.core.storage import Storage
-from recallstack.core.vector_store import VectorStore
+from recallstack.core.runtime.calls import Steps
+from recallstack.core.runtime.config import MemoryConfig
+from recallstack.core.runtime.engine import Engine, backends_from_env
 
 
 class AsyncMemory:

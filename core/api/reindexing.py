@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from recallstack.core.calls import Steps, call
-from recallstack.core.config import SemanticRecallConfig
-from recallstack.core.derived import followers
+from recallstack.core.contracts.storage import Storage
 from recallstack.core.messages import Message
 from recallstack.core.recall import SemanticRecall
-from recallstack.core.storage import Storage
+from recallstack.core.recall.derived import followers
+from recallstack.core.runtime.calls import Steps, call
+from recallstack.core.runtime.config import SemanticRecallConfig
 
 
 @dataclass(frozen=True)

@@ -7,24 +7,24 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from recallstack.core.config import MemoryConfig
-from recallstack.core.embedder import Embedder
-from recallstack.core.engine import Engine, backends_from_env
-from recallstack.core.messages import Message
-from recallstack.core.operations import (
+from recallstack.core.api.operations import (
     RecallResult,
     SaveResult,
     SearchHit,
     ThreadUpdateResult,
 )
-from recallstack.core.processor import Processor
+from recallstack.core.api.reindexing import ReindexResult
+from recallstack.core.contracts.embedder import Embedder
+from recallstack.core.contracts.processor import Processor
+from recallstack.core.contracts.storage import Storage
+from recallstack.core.contracts.vector_store import VectorStore
+from recallstack.core.messages import Message
 from recallstack.core.records import Resource, Thread, ThreadPage
-from recallstack.core.reindexing import ReindexResult
-from recallstack.core.storage import Storage
-from recallstack.core.vector_store import VectorStore
+from recallstack.core.runtime.config import MemoryConfig
+from recallstack.core.runtime.engine import Engine, backends_from_env
 
 if TYPE_CHECKING:
-    from recallstack.core.doctor import Checkup
+    from recallstack.core.api.doctor import Checkup
 
 
 class Memory:
@@ -219,10 +219,10 @@ class Memory:
         self, *, repair: bool = False, progress: Callable[[int, int], None] | None = None
     ) -> Checkup:
         """Check that every vector, ledger record and word entry agrees with its message
-        (`core/doctor.py`): messages recorded as indexed without their vectors, vectors
+        (`core/api/doctor.py`): messages recorded as indexed without their vectors, vectors
         without a message, stale contextual vectors, word-index drift. With `repair`,
         fix them and return what a second check found (`Checkup.ok`)."""
-        from recallstack.core import doctor
+        from recallstack.core.api import doctor
 
         found = doctor.examine(self, progress)
         return doctor.repair(self, found) if repair and not found.ok else found

@@ -16,13 +16,13 @@ import re
 from collections.abc import Iterable, Sequence
 
 from recallstack.core.batching import batched
-from recallstack.core.calls import Steps, call
+from recallstack.core.contracts.storage import Storage
+from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.errors import IndexNotFoundError
 from recallstack.core.filters import Condition
 from recallstack.core.messages import Message
 from recallstack.core.records import Include
-from recallstack.core.storage import Storage
-from recallstack.core.vector_store import VectorStore
+from recallstack.core.runtime.calls import Steps, call
 
 _CONTEXT = re.compile(r"_context(\d+)$")
 

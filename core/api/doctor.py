@@ -23,14 +23,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from recallstack.core.backends import Backends
-from recallstack.core.calls import run
-from recallstack.core.derived import context_size, context_text, contexts, digest
-from recallstack.core.memory import Memory
+from recallstack.core.api.memory import Memory
+from recallstack.core.api.store_pages import PAGE, messages_of, threads_of
+from recallstack.core.api.vector_reads import all_vectors, message_vectors
+from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.messages import Message
-from recallstack.core.store_pages import PAGE, messages_of, threads_of
-from recallstack.core.vector_reads import all_vectors, message_vectors
-from recallstack.core.vector_store import VectorStore
+from recallstack.core.recall.derived import context_size, context_text, contexts, digest
+from recallstack.core.runtime.backends import Backends
+from recallstack.core.runtime.calls import run
 from recallstack.core.vectors import StoredVector
 
 Progress = Callable[[int, int], None]

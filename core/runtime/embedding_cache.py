@@ -11,10 +11,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from recallstack.core.batching import batched
-from recallstack.core.calls import Steps, arun, call, run
-from recallstack.core.embedder import Embedder
+from recallstack.core.contracts.embedder import Embedder
 from recallstack.core.errors import BackendError, EmbeddingRefusedError
-from recallstack.core.scores import Matrix
+from recallstack.core.runtime.calls import Steps, arun, call, run
+from recallstack.core.vectors import Matrix
 
 
 class CachedEmbedder:
@@ -87,7 +87,7 @@ class CachedEmbedder:
 
 
 class _Model(NamedTuple):
-    """What `_embed`'s calls reach (`core/calls.py`): the model, blocking or awaited."""
+    """What `_embed`'s calls reach (`core/runtime/calls.py`): the model, blocking or awaited."""
 
     embedder: Any
 

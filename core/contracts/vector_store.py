@@ -18,7 +18,7 @@ from typing import Any, ClassVar, TypeVar, cast
 import numpy as np
 
 from recallstack.core.batching import batched
-from recallstack.core.capabilities import Capabilities
+from recallstack.core.contracts.capabilities import Capabilities
 from recallstack.core.errors import (
     BackendError,
     DimensionMismatchError,
@@ -31,11 +31,11 @@ from recallstack.core.errors import (
 )
 from recallstack.core.filters import Node, parse_filter
 from recallstack.core.metadata import Metadata, normalize_metadata
-from recallstack.core.scores import Matrix
 from recallstack.core.vectors import (
     METRICS,
     IndexConfig,
     IndexStats,
+    Matrix,
     Metric,
     QueryResult,
     StoredVector,
@@ -87,7 +87,7 @@ class VectorStore(ABC):
     public method re-raises it as `BackendError`."""
     asyncio_driver: bool = False
     """Whether this store awaits its driver's asyncio API when `AsyncMemory` calls it
-    (core/awaiting.py); otherwise AsyncMemory calls it in a worker thread. A store may
+    (core/runtime/awaiting.py); otherwise AsyncMemory calls it in a worker thread. A store may
     set it per instance (per mode)."""
 
     # ---- public, validated API ------------------------------------------------

@@ -1,4 +1,5 @@
-"""The backends a memory's operations reach: one record, read by attribute (core/calls.py)."""
+"""The backends a memory's operations reach: one record, read by attribute
+(core/runtime/calls.py)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from recallstack.core.embedding_cache import CachedEmbedder
-    from recallstack.core.storage import Storage
-    from recallstack.core.vector_store import VectorStore
+    from recallstack.core.contracts.storage import Storage
+    from recallstack.core.contracts.vector_store import VectorStore
+    from recallstack.core.runtime.embedding_cache import CachedEmbedder
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
-from recallstack.core.scores import Matrix
+from recallstack.core.vectors import Matrix
 
 
 class Embedder(ABC):

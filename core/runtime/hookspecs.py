@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
-    from recallstack.core.embedder import Embedder
-    from recallstack.core.registry import Backend, ConformanceTarget
-    from recallstack.core.storage import Storage
-    from recallstack.core.vector_store import VectorStore
+    from recallstack.core.contracts.embedder import Embedder
+    from recallstack.core.contracts.storage import Storage
+    from recallstack.core.contracts.vector_store import VectorStore
+    from recallstack.core.runtime.registry import Backend, ConformanceTarget
 
 hookspec = pluggy.HookspecMarker("recallstack")
 hookimpl = pluggy.HookimplMarker("recallstack")

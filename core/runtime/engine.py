@@ -12,19 +12,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
-from recallstack.core.awaiting import AwaitedBackend
-from recallstack.core.backends import Backends
-from recallstack.core.calls import Steps, arun, run
-from recallstack.core.config import MemoryConfig
-from recallstack.core.embedder import Embedder
-from recallstack.core.embedding_cache import CachedEmbedder
+from recallstack.core.api.message_history import MessageHistory
+from recallstack.core.api.operations import Operations
+from recallstack.core.contracts.embedder import Embedder
+from recallstack.core.contracts.storage import Storage
+from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.errors import InvalidInputError
-from recallstack.core.message_history import MessageHistory
-from recallstack.core.operations import Operations
 from recallstack.core.recall import SemanticRecall
-from recallstack.core.registry import registry
-from recallstack.core.storage import Storage
-from recallstack.core.vector_store import VectorStore
+from recallstack.core.runtime.awaiting import AwaitedBackend
+from recallstack.core.runtime.backends import Backends
+from recallstack.core.runtime.calls import Steps, arun, run
+from recallstack.core.runtime.config import MemoryConfig
+from recallstack.core.runtime.embedding_cache import CachedEmbedder
+from recallstack.core.runtime.registry import registry
 
 R = TypeVar("R")
 

@@ -1,4 +1,4 @@
-"""What a memory does, written once as steps (`core/calls.py`): `Memory` runs them on
+"""What a memory does, written once as steps (`core/runtime/calls.py`): `Memory` runs them on
 blocking backends and `AsyncMemory` awaits them, so both behave the same by construction."""
 
 from __future__ import annotations
@@ -8,22 +8,27 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from recallstack.core.calls import Steps, call
-from recallstack.core.config import MemoryConfig, SemanticRecallConfig
-from recallstack.core.derived import context_size, delete_vectors, followers, recorded_indexes
+from recallstack.core.api.message_history import MessageHistory
+from recallstack.core.api.reindexing import ReindexResult, reindex
+from recallstack.core.contracts.storage import Storage
+from recallstack.core.contracts.vector_store import VectorStore, check_vector
 from recallstack.core.errors import InvalidInputError, NotFoundError
 from recallstack.core.inputs import check_id, check_ids
-from recallstack.core.message_history import MessageHistory
 from recallstack.core.messages import Message, utc_now
 from recallstack.core.metadata import normalize_metadata
 from recallstack.core.recall import Hit, Recalled, SemanticRecall
+from recallstack.core.recall.derived import (
+    context_size,
+    delete_vectors,
+    followers,
+    recorded_indexes,
+)
 from recallstack.core.recall.indexes import existing_indexes
 from recallstack.core.recall.retrieval import merge
 from recallstack.core.records import Resource, Thread, ThreadPage
-from recallstack.core.reindexing import ReindexResult, reindex
-from recallstack.core.scores import Matrix
-from recallstack.core.storage import Storage
-from recallstack.core.vector_store import VectorStore, check_vector
+from recallstack.core.runtime.calls import Steps, call
+from recallstack.core.runtime.config import MemoryConfig, SemanticRecallConfig
+from recallstack.core.vectors import Matrix
 
 
 @dataclass(frozen=True)

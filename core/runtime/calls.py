@@ -10,7 +10,7 @@ logic of its own (the "sans-I/O" pattern).
 A call names its backend by the attribute that holds it: the snake-case name
 of the method's class (`Storage.get_thread` is `backends.storage.get_thread`,
 `VectorStore.query` is `backends.vector_store.query`), so the object the
-runner is given is a plain record of typed fields (`core/engine.py`'s
+runner is given is a plain record of typed fields (`core/runtime/engine.py`'s
 `Backends`).
 """
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.recall.records import chunk_id
-from recallstack.core.vector_store import VectorStore
 from recallstack.core.vectors import QueryResult, StoredVector
 
 READ = 1_000

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from recallstack.core.backends import Backends
-from recallstack.core.calls import Steps, call, run
-from recallstack.core.config import MemoryConfig
+from recallstack.core.contracts.processor import RequestContext
+from recallstack.core.contracts.storage import Storage
 from recallstack.core.errors import NotFoundError
 from recallstack.core.messages import Message
-from recallstack.core.processor import RequestContext
 from recallstack.core.records import MessagePage, Thread
-from recallstack.core.storage import Storage
+from recallstack.core.runtime.backends import Backends
+from recallstack.core.runtime.calls import Steps, call, run
+from recallstack.core.runtime.config import MemoryConfig
 
 
 class MessageHistory:

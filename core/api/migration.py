@@ -23,18 +23,18 @@ from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from recallstack.core.config import SemanticRecallConfig
-from recallstack.core.derived import digest
+from recallstack.core.api.memory import Memory
+from recallstack.core.api.store_pages import PAGE, messages_of, resources_of, threads_of
+from recallstack.core.api.vector_reads import held_messages
+from recallstack.core.contracts.storage import Storage
 from recallstack.core.errors import InvalidInputError, NotFoundError
 from recallstack.core.inputs import json_line
-from recallstack.core.memory import Memory
 from recallstack.core.messages import Message
 from recallstack.core.recall import Hit, SemanticRecall
+from recallstack.core.recall.derived import digest
 from recallstack.core.recall.records import chunk_id
 from recallstack.core.records import Resource, Thread
-from recallstack.core.storage import Storage
-from recallstack.core.store_pages import PAGE, messages_of, resources_of, threads_of
-from recallstack.core.vector_reads import held_messages
+from recallstack.core.runtime.config import SemanticRecallConfig
 
 SAMPLES = 5
 """Threads whose first message is searched on both sides when a migration is verified."""

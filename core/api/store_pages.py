@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from recallstack.core.contracts.storage import Storage
 from recallstack.core.messages import Message
 from recallstack.core.records import Resource, Thread
-from recallstack.core.storage import Storage
 
 PAGE = 500
 """Threads read, and messages read and saved, per call."""
