@@ -2,8 +2,8 @@
 
 Each conformance session installs only the core and one backend's extra, which
 proves the extras are independent, then writes its report to reports/. The
-`conformance` session merges them into docs/conformance.json and the README's
-backend table; on CI it fails instead when the committed table is stale.
+`conformance` session merges them into docs/conformance.json and the table in
+docs/backends/conformance.md; on CI it fails instead when the committed table is stale.
 
 Sessions tagged `parallel` wait on engines more than on the CPU; `.ci/run` runs
 them two at a time (`.ci/sessions.py`), plain `nox` one by one.
@@ -61,7 +61,7 @@ TORCH = "torch==2.13.0"
 """The CPU build; installed first so that sentence-transformers does not pull a CUDA one."""
 REPORTS = Path("reports")
 MATRIX = Path("docs/conformance.json")
-README = Path("README.md")
+TABLE = Path("docs/backends/conformance.md")
 
 
 @nox.session(python=PYTHON)
@@ -250,7 +250,7 @@ def peers(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def conformance(session: nox.Session) -> None:
-    """Merge the backends' reports into the matrix and the README's table."""
+    """Merge the backends' reports into the matrix and its table in docs/backends/."""
     session.install(".")
     modes = ("mongo-secantusdb", "mongo-secantusdb-standalone")
     reports = [str(REPORTS / f"conformance-{name}.json") for name in [*BACKENDS, *modes]]
@@ -262,7 +262,7 @@ def conformance(session: nox.Session) -> None:
         *reports,
         "--matrix",
         str(MATRIX),
-        "--readme",
-        str(README),
+        "--page",
+        str(TABLE),
         *check,
     )
