@@ -147,7 +147,9 @@ def audit(mem: Memory, journal: set[str]) -> tuple[int, int, int, int]:
                         earlier = [previous[m.id].text] if m.id in previous else []
                         text = "\n".join([*earlier, m.text])
                         model = semantic.embedder.embedder
-                        chunks = chunk_text(text, model.max_input, model.token_offsets, 32)
+                        chunks = [
+                            c.text for c in chunk_text(text, model.max_input, model.tokenize, 32)
+                        ]
                     common = {
                         **thread.metadata,
                         "message_id": m.id,

@@ -14,6 +14,7 @@ of the same model, runtime, device and threads shares it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import threading
@@ -24,7 +25,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from recallstack.core.contracts.embedder import Embedder
+from recallstack.core.contracts.embedder import Embedder, Tokenized
 from recallstack.core.errors import EmbeddingRefusedError, InvalidInputError, MissingDependencyError
 from recallstack.core.vectors import Matrix
 from recallstack.embedders import onnx_model
@@ -42,6 +43,8 @@ class _Model:
     max_seq_length: int
     dimension: int
     run: Callable[[list[str], int], Matrix]
+    run_ids: Callable[[list[list[int]], int], Matrix] | None = None
+    """The same, from token ids with the special tokens (ONNX Runtime and OpenVINO)."""
 
 
 _MODELS: dict[tuple[Path, str, str, int | None], _Model] = {}
@@ -86,21 +89,51 @@ class LocalEmbedder(Embedder):
         specials = self._model.tokenizer.num_special_tokens_to_add(False)
         self.max_input = self._model.max_seq_length - int(specials)
 
-    def token_offsets(self, text: str) -> Sequence[int]:
+    def tokenize(self, text: str) -> Tokenized:
+        """The model's tokens of the text, its encoding kept to be embedded as it is."""
         encoding = self._model.tokenizer.encode(text, add_special_tokens=False)
-        return [start for start, _ in encoding.offsets]
+        return Tokenized(text, [start for start, _ in encoding.offsets], encoding)
+
+    def token_offsets(self, text: str) -> Sequence[int]:
+        return self.tokenize(text).offsets
 
     def embed(self, texts: Sequence[str]) -> Matrix:
-        if not texts:
+        encodings = self._model.tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        return self.embed_tokenized(
+            [
+                Tokenized(t, [start for start, _ in e.offsets], e)
+                for t, e in zip(texts, encodings, strict=True)
+            ]
+        )
+
+    def embed_tokenized(self, inputs: Sequence[Tokenized]) -> Matrix:
+        """Inputs embedded from their encodings (with the model's special tokens added),
+        or by the texts where the runtime takes texts only (torch)."""
+        if not inputs:
             return np.empty((0, self.dimension), dtype=np.float32)
-        refused = self.over_limit(self.token_counts(texts))
-        fit = [i for i in range(len(texts)) if i not in refused]
-        vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        if fit:
-            vectors[fit] = self._model.run([texts[i] for i in fit], self.batch_size)
+        refused = self.over_limit([len(i.offsets) for i in inputs])
+        fit = [i for i in range(len(inputs)) if i not in refused]
+        vectors = np.zeros((len(inputs), self.dimension), dtype=np.float32)
+        if fit and self._model.run_ids is not None:
+            ids = [self._ids(inputs[i]) for i in fit]
+            vectors[fit] = self._model.run_ids(ids, self.batch_size)
+        elif fit:
+            vectors[fit] = self._model.run([inputs[i].text for i in fit], self.batch_size)
         if refused:
             raise EmbeddingRefusedError(refused, vectors)
         return vectors
+
+    async def aembed_tokenized(self, inputs: Sequence[Tokenized]) -> Matrix:
+        return await asyncio.to_thread(self.embed_tokenized, inputs)
+
+    def _ids(self, tokenized: Tokenized) -> list[int]:
+        """The input's token ids with the special tokens, from its encoding when it
+        has one of this model's tokenizer."""
+        tokenizer = self._model.tokenizer
+        encoding = tokenized.encoding
+        if encoding is None or not hasattr(encoding, "ids"):
+            encoding = tokenizer.encode(tokenized.text, add_special_tokens=False)
+        return list(tokenizer.post_process(encoding).ids)
 
 
 def _runtime(runtime: str, path: Path, device: str) -> Literal["onnx", "openvino", "torch"]:
@@ -160,7 +193,7 @@ def _onnx(path: Path, threads: int | None, engine: onnx_model.Engine) -> _Model:
     def run(texts: list[str], batch_size: int) -> Matrix:
         return model.embed([e.ids for e in tokenizer.encode_batch(texts)], batch_size)
 
-    return _Model(tokenizer, length, dimension, run)
+    return _Model(tokenizer, length, dimension, run, model.embed)
 
 
 def _torch(path: Path, device: str, threads: int | None) -> _Model:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from recallstack.core.contracts.embedder import Embedder
+from recallstack.core.contracts.embedder import Embedder, Tokenized
 from recallstack.core.errors import (
     BackendError,
     EmbeddingRefusedError,
@@ -143,16 +143,26 @@ class OpenAIEmbedder(Embedder):
         return _Transport(self._client, Pause())
 
     def embed(self, texts: Sequence[str]) -> Matrix:
-        return run(self._embed(texts), self._blocking)
+        return run(self._embed(texts, self.token_counts(texts)), self._blocking)
 
     async def aembed(self, texts: Sequence[str]) -> Matrix:
         """`embed` on the event loop, through the loop's `httpx.AsyncClient`."""
         backends = _Transport(await self._async_clients.aget(), AsyncPause())
-        return await arun(self._embed(texts), backends)
+        return await arun(self._embed(texts, self.token_counts(texts)), backends)
 
-    def _embed(self, texts: Sequence[str]) -> Steps[Matrix]:
+    def embed_tokenized(self, inputs: Sequence[Tokenized]) -> Matrix:
+        steps = self._embed([i.text for i in inputs], [len(i.offsets) for i in inputs])
+        return run(steps, self._blocking)
+
+    async def aembed_tokenized(self, inputs: Sequence[Tokenized]) -> Matrix:
+        backends = _Transport(await self._async_clients.aget(), AsyncPause())
+        steps = self._embed([i.text for i in inputs], [len(i.offsets) for i in inputs])
+        return await arun(steps, backends)
+
+    def _embed(self, texts: Sequence[str], counts: list[int]) -> Steps[Matrix]:
+        """Requests within the batch and token limits, the inputs over the model's limit
+        (by `counts`, their tokens) refused without being sent."""
         vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        counts = self.token_counts(texts)
         refused = self.over_limit(counts)
         sizes = {i: n for i, n in enumerate(counts) if i not in refused}
         for request in self._requests(sizes):

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from recallstack.core.api.memory import Memory
-from recallstack.core.contracts.embedder import Embedder
+from recallstack.core.contracts.embedder import Embedder, Tokenized
 from recallstack.core.messages import Message
 from recallstack.core.recall.chunking import chunk_text
 from recallstack.core.vectors import Matrix
@@ -59,6 +61,10 @@ class WordEmbedder(BytesEmbedder):
         return [m.start() for m in re.finditer(r"\w+|[^\w\s]", text)]
 
 
+def texts(chunks: list[Tokenized]) -> list[str]:
+    return [c.text for c in chunks]
+
+
 def covers_every_token(text: str, chunks: list[str], offsets: Sequence[int]) -> bool:
     """Chunks are verbatim slices, in order, and every token that is not whitespace
     starts inside one."""
@@ -83,7 +89,7 @@ def covers_every_token(text: str, chunks: list[str], offsets: Sequence[int]) -> 
 def test_cuts_after_sentences_and_keeps_the_text_verbatim() -> None:
     words = WordEmbedder()
     text = "One two three four five.  Six seven eight nine\n\n ten eleven. Twelve thirteen."
-    chunks = chunk_text(text, 8, words.token_offsets)
+    chunks = texts(chunk_text(text, 8, words.tokenize))
     assert chunks == [
         "One two three four five.  ",
         "Six seven eight nine\n\n ten eleven. ",
@@ -96,18 +102,18 @@ def test_cuts_after_sentences_and_keeps_the_text_verbatim() -> None:
 def test_consecutive_chunks_overlap() -> None:
     words = WordEmbedder()
     text = " ".join(f"w{i}" for i in range(40))
-    chunks = chunk_text(text, 10, words.token_offsets, overlap=3)
+    chunks = texts(chunk_text(text, 10, words.tokenize, overlap=3))
     for a, b in itertools.pairwise(chunks):
         assert a.split()[-3:] == b.split()[:3]
-    assert chunk_text(text, 10, words.token_offsets, overlap=0)[1].startswith("w10")
+    assert texts(chunk_text(text, 10, words.tokenize, overlap=0))[1].startswith("w10")
 
 
 def test_short_and_blank_texts() -> None:
     words = WordEmbedder()
-    assert chunk_text("  a short one \n", 8, words.token_offsets) == ["  a short one \n"]
-    assert chunk_text(" \n\t ", 8, words.token_offsets) == []
+    assert texts(chunk_text("  a short one \n", 8, words.tokenize)) == ["  a short one \n"]
+    assert texts(chunk_text(" \n\t ", 8, words.tokenize)) == []
     with pytest.raises(ValueError, match="at least 8"):
-        chunk_text("text", 4, words.token_offsets)
+        texts(chunk_text("text", 4, words.tokenize))
 
 
 @settings(max_examples=200, deadline=None)
@@ -122,7 +128,7 @@ def test_any_text_any_limit(text: str, max_tokens: int, overlap: int) -> None:
     """With the byte bound (the default tokenizer) and with words: every chunk fits,
     and every token is in a chunk."""
     for embedder in (BytesEmbedder(), WordEmbedder()):
-        chunks = chunk_text(text, max_tokens, embedder.token_offsets, overlap)
+        chunks = texts(chunk_text(text, max_tokens, embedder.tokenize, overlap))
         assert all(len(embedder.token_offsets(c)) <= max_tokens for c in chunks)
         assert covers_every_token(text, chunks, embedder.token_offsets(text))
         assert (chunks == []) == (text.strip() == "")
@@ -184,3 +190,54 @@ def test_the_fact_at_the_end_of_a_log_line_is_recalled() -> None:
         )
         hits = memory.recall("t", vector_search_string="what is my daughter allergic to?").hits
         assert hits[0].message_id == "log"
+
+
+# ---- a chunk is tokenized once ------------------------------------------------------
+
+
+class CountingTokenizer:
+    """The local model's tokenizer, counting the texts it encodes."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer, self.texts = tokenizer, 0
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.tokenizer, name)
+        if name not in ("encode", "encode_batch"):
+            return method
+
+        def counted(value: Any, *args: Any, **kwargs: Any) -> Any:
+            self.texts += len(value) if name == "encode_batch" else 1
+            return method(value, *args, **kwargs)
+
+        return counted
+
+
+def test_a_saved_chunk_and_a_query_are_tokenized_once() -> None:
+    model = LocalEmbedder()
+    counting = CountingTokenizer(model._model.tokenizer)
+    model._model = dataclasses.replace(model._model, tokenizer=counting)
+    texts = [f"note {i}: the temples of Kyoto in autumn, and the market" for i in range(20)]
+    with Memory("memory://", "memory://", model, {"semantic_recall": True}) as memory:
+        memory.create_thread("ada", thread_id="t")
+        memory.save_messages(
+            [
+                Message(id=f"m{i}", thread_id="t", role="user", content=t)
+                for i, t in enumerate(texts)
+            ]
+        )
+        assert counting.texts == len(texts)
+        memory.recall("t", vector_search_string="autumn temples")
+        assert counting.texts == len(texts) + 1
+        assert memory.semantic is not None
+        stored = memory.semantic.vector.get(memory.semantic.index_name(), ["m3"])
+    fresh = LocalEmbedder().embed([texts[3]])[0]  # the texts embedded without tokens
+    assert np.allclose(stored[0].vector, fresh, atol=1e-6)
+
+
+def test_embedding_tokenized_inputs_equals_embedding_their_texts() -> None:
+    model = LocalEmbedder()
+    texts = ["hello world.", "Kyoto temples in autumn", "数据库里的记忆", "x" * 40]
+    by_text = model.embed(texts)
+    by_tokens = model.embed_tokenized([model.tokenize(t) for t in texts])
+    assert np.allclose(by_text, by_tokens, atol=1e-6)

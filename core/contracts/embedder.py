@@ -6,8 +6,22 @@ import asyncio
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from recallstack.core.vectors import Matrix
+
+
+@dataclass(frozen=True)
+class Tokenized:
+    """A text and its tokens as the model counts them (`Embedder.tokenize`): where each
+    starts, and what the model needs to embed the text without tokenizing it again
+    (`encoding`, its own object; None when it has none). Chunking makes these, so a
+    chunk is tokenized once, whether it is measured, checked or embedded. Two are
+    equal when their texts are."""
+
+    text: str
+    offsets: Sequence[int] = field(compare=False)
+    encoding: object | None = field(default=None, compare=False)
 
 
 class Embedder(ABC):
@@ -52,6 +66,21 @@ class Embedder(ABC):
         not known. Embedders that know their tokenizer override it.
         """
         return [i for i, char in enumerate(text) for _ in range(_utf8_length(char))]
+
+    def tokenize(self, text: str) -> Tokenized:
+        """The text's tokens (`token_offsets`); a model with an encoding of its own
+        overrides it to keep that too."""
+        return Tokenized(text, self.token_offsets(text))
+
+    def embed_tokenized(self, inputs: Sequence[Tokenized]) -> Matrix:
+        """`embed` for texts tokenized already (`tokenize`): the limit is checked on
+        their counts, and a model that keeps an encoding embeds it. This default
+        embeds the texts."""
+        return self.embed([i.text for i in inputs])
+
+    async def aembed_tokenized(self, inputs: Sequence[Tokenized]) -> Matrix:
+        """`embed_tokenized`, awaited; this default awaits `aembed` on the texts."""
+        return await self.aembed([i.text for i in inputs])
 
     def token_counts(self, texts: Sequence[str]) -> list[int]:
         """Each input's length in tokens, as `token_offsets` counts them."""

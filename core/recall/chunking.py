@@ -3,26 +3,26 @@
 A model reads at most so many *tokens* and silently drops the rest, and a
 thousand characters are anything from 190 tokens (English prose) to 1,000
 (Chinese). So chunks are measured with the model's own tokenizer, given as a
-function from a text to the character offset at which each of its tokens
-starts (`Embedder.token_offsets`).
+function from a text to its tokens (`Embedder.tokenize`): each chunk comes
+back with its tokens, so the embedder does not tokenize it again.
 """
 
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
-TokenOffsets = Callable[[str], Sequence[int]]
-"""A text → the character offset where each of its tokens starts, in order."""
+from recallstack.core.contracts.embedder import Tokenized
+
+Tokenize = Callable[[str], Tokenized]
+"""A text → its tokens: the character offset where each starts, in order."""
 
 SENTENCE_ENDS = frozenset(".!?…;。！？；")  # noqa: RUF001 (the CJK forms, on purpose)
 MIN_TOKENS = 8
 """The smallest chunk size allowed: a character is at most 4 tokens (bytes)."""
 
 
-def chunk_text(
-    text: str, max_tokens: int, token_offsets: TokenOffsets, overlap: int = 0
-) -> list[str]:
+def chunk_text(text: str, max_tokens: int, tokenize: Tokenize, overlap: int = 0) -> list[Tokenized]:
     """Verbatim slices of `text`, in order, each at most `max_tokens` tokens long.
 
     A cut falls after a sentence when one ends in the chunk's second half,
@@ -35,22 +35,23 @@ def chunk_text(
         raise ValueError(f"max_tokens must be at least {MIN_TOKENS}, got {max_tokens}")
     if not text.strip():
         return []
-    offsets = list(token_offsets(text))
+    whole = tokenize(text)
+    offsets = list(whole.offsets)
     if len(offsets) <= max_tokens:
-        return [text]
+        return [whole]
     overlap = max(0, min(overlap, max_tokens // 2))
-    chunks: list[str] = []
+    chunks: list[Tokenized] = []
     start = 0
     while True:
         cut = _cut(text, offsets, start, max_tokens)
         while True:  # a slice may tokenize into a few more tokens than it had in the text
             end = offsets[cut] if cut < len(offsets) else len(text)
-            piece = text[offsets[start] : end]
-            excess = len(token_offsets(piece)) - max_tokens
+            piece = tokenize(text[offsets[start] : end])
+            excess = len(piece.offsets) - max_tokens
             if excess <= 0 or cut <= start + 1:
                 break
             cut = _first_of_char(offsets, max(start + 1, cut - excess), start)
-        if piece.strip():
+        if piece.text.strip():
             chunks.append(piece)
         if cut >= len(offsets):
             return chunks

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from recallstack.core.batching import batched
+from recallstack.core.contracts.embedder import Tokenized
 from recallstack.core.contracts.storage import Storage
 from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.errors import EmbeddingRefusedError
@@ -29,15 +30,15 @@ CONTEXT_CHECKS = 3
 """How many times a save reads contexts again after writing them (`_write_contexts`)."""
 
 
-def chunks(embedder: CachedEmbedder, text: str, overlap: int) -> list[str]:
-    """A text cut into chunks the embedder's model takes whole."""
+def chunks(embedder: CachedEmbedder, text: str, overlap: int) -> list[Tokenized]:
+    """A text cut into chunks the embedder's model takes whole, each with its tokens."""
     model = embedder.embedder
-    return chunk_text(text, model.max_input, model.token_offsets, overlap)
+    return chunk_text(text, model.max_input, model.tokenize, overlap)
 
 
 def chunks_of(
     embedder: CachedEmbedder, message: Message, config: SemanticRecallConfig
-) -> list[str]:
+) -> list[Tokenized]:
     """What is embedded of a message: its text's chunks; none of a system message."""
     if message.role == "system":
         return []
@@ -114,7 +115,7 @@ class Indexing:
         self,
         name: str,
         messages: list[Message],
-        own: Mapping[str, list[str]],
+        own: Mapping[str, list[Tokenized]],
         config: SemanticRecallConfig,
         new: Collection[str],
         threads: dict[str, Thread],
@@ -140,15 +141,18 @@ class Indexing:
         return refused, dict.fromkeys((m.id for m in todo), why)
 
     def _contexts(
-        self, messages: list[Message], own: Mapping[str, list[str]], config: SemanticRecallConfig
-    ) -> Steps[tuple[dict[str, list[str]], dict[str, dict[str, Any]]]]:
+        self,
+        messages: list[Message],
+        own: Mapping[str, list[Tokenized]],
+        config: SemanticRecallConfig,
+    ) -> Steps[tuple[dict[str, list[Tokenized]], dict[str, dict[str, Any]]]]:
         """Each message's contextual text, chunked (`derived.contexts`); and, as vector
         metadata, the message just before it (`previous_id`), which a contextual hit
         credits, and the text's digest, by which `doctor` tells a stale vector. A
         message with no chunks of its own (`own`) has none."""
         embedded = [m for m in messages if own[m.id]]
         earlier = yield from contexts(embedded, config.context)
-        texts: dict[str, list[str]] = {}
+        texts: dict[str, list[Tokenized]] = {}
         previous: dict[str, dict[str, Any]] = {}
         for m in messages:
             if not own[m.id]:
@@ -166,7 +170,7 @@ class Indexing:
         name: str,
         messages: list[Message],
         config: SemanticRecallConfig,
-        texts: Mapping[str, list[str]],
+        texts: Mapping[str, list[Tokenized]],
         extra: Mapping[str, dict[str, Any]],
         new: Collection[str],
         threads: dict[str, Thread],
@@ -180,7 +184,7 @@ class Indexing:
         chunk of, with why: none of their vectors is touched.
         """
         ids: list[str] = []
-        inputs: list[str] = []
+        inputs: list[Tokenized] = []
         metadata: list[dict[str, Any]] = []
         counts: dict[str, int] = {}
         for m in messages:
@@ -220,7 +224,7 @@ class Indexing:
         self,
         name: str,
         ids: list[str],
-        inputs: list[str],
+        inputs: list[Tokenized],
         metadata: list[dict[str, Any]],
         known: Mapping[str, Matrix],
     ) -> Steps[dict[str, str]]:

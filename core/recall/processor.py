@@ -105,7 +105,7 @@ class SemanticRecall:
 
     def chunks_of(self, message: Message, config: SemanticRecallConfig | None = None) -> list[str]:
         """What is embedded of a message: its text's chunks; none of a system message."""
-        return chunks_of(self.embedder, message, self._config(config))
+        return [c.text for c in chunks_of(self.embedder, message, self._config(config))]
 
     # ---- indexing and retrieval, blocking --------------------------------------------
 

@@ -6,12 +6,12 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
 from recallstack.core.batching import batched
-from recallstack.core.contracts.embedder import Embedder
+from recallstack.core.contracts.embedder import Embedder, Tokenized
 from recallstack.core.errors import BackendError, EmbeddingRefusedError
 from recallstack.core.runtime.calls import Steps, arun, call, run
 from recallstack.core.vectors import Matrix
@@ -34,35 +34,41 @@ class CachedEmbedder:
     def _key(self, text: str) -> tuple[str, bytes]:
         return (self.embedder.model_id, hashlib.sha256(text.encode()).digest())
 
-    def embed(self, texts: Sequence[str]) -> Matrix:
-        """Vectors for the texts; raises `EmbeddingRefusedError` (positions in `texts`)
-        when the embedder refused some, after caching the others."""
-        return run(self._embed(texts), _Model(self.embedder))
+    def embed(self, inputs: Sequence[str | Tokenized]) -> Matrix:
+        """Vectors for the inputs; raises `EmbeddingRefusedError` (positions in `inputs`)
+        when the embedder refused some, after caching the others. Inputs chunking
+        tokenized already (`Tokenized`) are embedded without tokenizing them again."""
+        return run(self._embed(inputs), _Model(self.embedder))
 
-    async def aembed(self, texts: Sequence[str]) -> Matrix:
+    async def aembed(self, inputs: Sequence[str | Tokenized]) -> Matrix:
         """`embed`, awaiting the embedder's `aembed`."""
-        return await arun(self._embed(texts), _Model(_Awaited(self.embedder)))
+        return await arun(self._embed(inputs), _Model(_Awaited(self.embedder)))
 
-    def _embed(self, texts: Sequence[str]) -> Steps[Matrix]:
-        keys = [self._key(t) for t in texts]
+    def _embed(self, inputs: Sequence[str | Tokenized]) -> Steps[Matrix]:
+        keys = [self._key(i if isinstance(i, str) else i.text) for i in inputs]
         found: dict[tuple[str, bytes], Matrix] = {}
         with self._lock:
             for key in keys:
                 if key in self._cache:
                     self._cache.move_to_end(key)
                     found[key] = self._cache[key]
-        missing = list(dict.fromkeys(t for t, k in zip(texts, keys, strict=True) if k not in found))
+        missing = {k: i for k, i in zip(keys, inputs, strict=True) if k not in found}
+        tokenized = all(isinstance(i, Tokenized) for i in missing.values())
         refused: dict[tuple[str, bytes], str] = {}
-        for batch in batched(missing, max(1, self.embedder.batch_size)):
+        for batch in batched(list(missing), max(1, self.embedder.batch_size)):
+            asked = [missing[k] for k in batch]
             try:
                 self.calls += 1
-                vectors = self._checked(batch, (yield from call(Embedder.embed, batch)))
+                if tokenized:
+                    got = yield from call(Embedder.embed_tokenized, cast(list[Tokenized], asked))
+                else:
+                    got = yield from call(Embedder.embed, [_text(i) for i in asked])
+                vectors = self._checked(len(batch), got)
             except EmbeddingRefusedError as exc:
-                vectors = self._checked(batch, exc.vectors)
-                refused.update({self._key(batch[i]): why for i, why in exc.refused.items()})
+                vectors = self._checked(len(batch), exc.vectors)
+                refused.update({batch[i]: why for i, why in exc.refused.items()})
             with self._lock:
-                for text, vector in zip(batch, vectors, strict=True):
-                    key = self._key(text)
+                for key, vector in zip(batch, vectors, strict=True):
                     found[key] = vector
                     if key not in refused:
                         self._cache[key] = vector
@@ -76,14 +82,18 @@ class CachedEmbedder:
             raise EmbeddingRefusedError(positions, matrix)
         return matrix
 
-    def _checked(self, batch: list[str], vectors: Matrix) -> Matrix:
+    def _checked(self, count: int, vectors: Matrix) -> Matrix:
         vectors = np.asarray(vectors, dtype=np.float32)
-        if vectors.shape != (len(batch), self.embedder.dimension):
+        if vectors.shape != (count, self.embedder.dimension):
             raise BackendError(
                 f"embedder {self.embedder.model_id} returned shape {vectors.shape} "
-                f"for {len(batch)} texts, expected dimension {self.embedder.dimension}"
+                f"for {count} texts, expected dimension {self.embedder.dimension}"
             )
         return vectors
+
+
+def _text(value: str | Tokenized) -> str:
+    return value if isinstance(value, str) else value.text
 
 
 class _Model(NamedTuple):
@@ -93,7 +103,8 @@ class _Model(NamedTuple):
 
 
 class _Awaited:
-    """An embedder whose `embed` is its `aembed`, for `arun`."""
+    """An embedder whose `embed` and `embed_tokenized` are its awaited ones, for `arun`."""
 
     def __init__(self, embedder: Embedder) -> None:
         self.embed = embedder.aembed
+        self.embed_tokenized = embedder.aembed_tokenized
