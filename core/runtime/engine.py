@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
 from recallstack.core.api.message_history import MessageHistory
 from recallstack.core.api.operations import Operations
-from recallstack.core.contracts.embedder import Embedder
+from recallstack.core.contracts.embedder import Embedder, Tokenized
 from recallstack.core.contracts.storage import Storage
 from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.errors import InvalidInputError
@@ -25,6 +25,7 @@ from recallstack.core.runtime.calls import Steps, arun, run
 from recallstack.core.runtime.config import MemoryConfig
 from recallstack.core.runtime.embedding_cache import CachedEmbedder
 from recallstack.core.runtime.registry import registry
+from recallstack.core.vectors import Matrix
 
 R = TypeVar("R")
 
@@ -59,8 +60,8 @@ class AwaitedEmbedder:
 
     cache: CachedEmbedder
 
-    async def embed(self, texts: list[str]) -> Any:
-        return await self.cache.aembed(texts)
+    async def embed(self, inputs: Sequence[str | Tokenized]) -> Matrix:
+        return await self.cache.aembed(inputs)
 
 
 class Engine:
