@@ -16,6 +16,7 @@ runner is given is a plain record of typed fields (`core/runtime/engine.py`'s
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
@@ -55,6 +56,7 @@ PARTS = {"IndexLedger": "storage"}
 `call(Storage.mark_indexed, ...)` (defined on `IndexLedger`) reaches the storage."""
 
 
+@functools.cache
 def attribute_of(class_name: str) -> str:
     """The attribute that holds a backend of this class: `VectorStore` → `vector_store`."""
     return PARTS.get(class_name) or re.sub(r"(?<!^)(?=[A-Z])", "_", class_name).lower()

@@ -6,6 +6,7 @@ both are thin facades over this object, and nothing else reaches into it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -89,11 +90,6 @@ class Engine:
         self.backends = Backends(
             self.storage, self.vector, self.semantic.embedder if self.semantic else None
         )
-        self.awaited = AwaitedBackends(
-            AwaitedBackend(self.storage),
-            AwaitedBackend(self.vector) if self.vector is not None else None,
-            AwaitedEmbedder(self.semantic.embedder) if self.semantic else None,
-        )
         self.operations = Operations(self.config, self.history, self.semantic, self.vector)
 
     def _build(
@@ -144,6 +140,15 @@ class Engine:
     def run(self, steps: Steps[R]) -> R:
         """An operation, on the blocking backends."""
         return run(steps, self.backends)
+
+    @functools.cached_property
+    def awaited(self) -> AwaitedBackends:
+        """The backends, awaited: made on first use, which only `AsyncMemory` makes."""
+        return AwaitedBackends(
+            AwaitedBackend(self.storage),
+            AwaitedBackend(self.vector) if self.vector is not None else None,
+            AwaitedEmbedder(self.semantic.embedder) if self.semantic else None,
+        )
 
     async def arun(self, steps: Steps[R]) -> R:
         """An operation, awaited: each store on the loop or in a worker thread."""
