@@ -52,3 +52,17 @@ def test_no_operation_is_written_twice() -> None:
         twins += [f"{p.relative_to(ROOT)}: {n}" for n in defined if f"{n}_steps" in defined]
         twins += [f"{p.relative_to(ROOT)}: by name" for _ in re.findall(r'\{"Storage":', text)]
     assert not twins
+
+
+def test_the_sql_storages_write_the_shared_sql_once() -> None:
+    """LibSQL and Postgres keep only what is their own: what `SqlStorage` writes for both
+    (resources, threads, reading messages, the index ledger) is not written again."""
+    from recallstack.adapters.libsql.storage import LibSQLStorage
+    from recallstack.adapters.pg.storage import PgStorage
+    from recallstack.adapters.sql_storage import SqlStorage
+
+    hooks = {"_wrote"}  # what a subclass may say after a write: no SQL
+    shared = {n for n, v in vars(SqlStorage).items() if callable(v) and n[0] == "_"} - hooks
+    assert {"_get_thread", "_list_messages", "_mark_indexed"} <= shared
+    again = [f"{c.__name__}.{n}" for c in (LibSQLStorage, PgStorage) for n in shared & set(vars(c))]
+    assert not again

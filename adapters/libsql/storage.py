@@ -1,4 +1,6 @@
-"""LibSQL storage: threads, messages and resources in three indexed tables."""
+"""LibSQL storage: threads, messages and resources in three indexed tables, the SQL
+they share with Postgres in `sql_storage.py`; here, what is SQLite's own: its
+schema, saving messages with their FTS5 words, keyword search and neighbour windows."""
 
 from __future__ import annotations
 
@@ -7,21 +9,14 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from recallstack.adapters.ledger_sql import INDEX_NAMES
 from recallstack.adapters.libsql.database import Database
 from recallstack.adapters.libsql.word_index import FTS, LENGTHS, STATS, VOCABULARY, WordIndex
-from recallstack.core.contracts.storage import Order, Storage, ThreadOrderBy
+from recallstack.adapters.sql_storage import MESSAGE_COLUMNS, Dialect, SqlStorage
 from recallstack.core.keywords import K1, B, words
 from recallstack.core.messages import Message
-from recallstack.core.records import Include, Resource, Thread
+from recallstack.core.records import Include
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-MESSAGE_COLUMNS = "id, thread_id, resource_id, role, content, created_at, metadata"
-UNINDEXED = (
-    "FROM recallstack_messages m WHERE NOT EXISTS (SELECT 1 FROM recallstack_message_index x "
-    "WHERE x.index_name = ? AND x.message_id = m.id)"
-)
-"""The messages with no ledger record under one index name (the parameter)."""
 ROWIDS = "SELECT rowid FROM recallstack_messages WHERE id IN (SELECT value FROM json_each(?))"
 """The message rows of a JSON array of ids: how the keyword index is kept in step."""
 
@@ -33,6 +28,20 @@ def to_us(value: datetime) -> int:
 
 def from_us(value: int) -> datetime:
     return _EPOCH + timedelta(microseconds=value)
+
+
+DIALECT = Dialect(
+    placeholder="?",
+    ids="json_each(?)",
+    ids_value=json.dumps,
+    no_limit=-1,
+    unindexed="+",  # SQLite's unary plus: the column is checked, not looked up
+    json_value=json.dumps,
+    read_json=json.loads,
+    time_value=to_us,
+    read_time=from_us,
+)
+"""Ids as one JSON array, JSON as text, time as UTC epoch microseconds."""
 
 
 def _v1(db: Database) -> None:
@@ -120,7 +129,7 @@ def _v4(db: Database) -> None:
         (after,),
     ):
         after = rows[-1][0]
-        _add_words(db, [(row[0], _message(row[1:])) for row in rows])
+        _add_words(db, [(row[0], DIALECT.message(row[1:])) for row in rows])
 
 
 def _fts_table(db: Database, tokenizer: str = "ascii") -> None:
@@ -231,7 +240,7 @@ def _v7(db: Database) -> None:
             [
                 (row[0], " ".join(w), m.resource_id, m.thread_id, len(w))
                 for row in rows
-                if (w := words((m := _message(row[1:])).text))
+                if (w := words((m := DIALECT.message(row[1:])).text))
             ],
         )
 
@@ -239,42 +248,12 @@ def _v7(db: Database) -> None:
 MIGRATIONS = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
 
 
-def _resource(row: tuple[Any, ...]) -> Resource:
-    id_, metadata, created, updated = row
-    return Resource(
-        id=id_,
-        metadata=json.loads(metadata),
-        created_at=from_us(created),
-        updated_at=from_us(updated),
-    )
-
-
-def _thread(row: tuple[Any, ...]) -> Thread:
-    return Thread(
-        id=row[0],
-        resource_id=row[1],
-        title=row[2],
-        metadata=json.loads(row[3]),
-        created_at=from_us(row[4]),
-        updated_at=from_us(row[5]),
-    )
-
-
-def _message(row: tuple[Any, ...]) -> Message:
-    return Message(
-        id=row[0],
-        thread_id=row[1],
-        resource_id=row[2],
-        role=row[3],
-        content=json.loads(row[4]),
-        created_at=from_us(row[5]),
-        metadata=None if row[6] is None else json.loads(row[6]),
-    )
-
-
-class LibSQLStorage(Storage):
+class LibSQLStorage(SqlStorage):
     backend = "libsql"
     keyword_search = True
+
+    db: Database
+    dialect = DIALECT
 
     def __init__(self, url: str = "libsql:///local.db", **options: Any) -> None:
         self.db = Database(url, **options)
@@ -283,55 +262,6 @@ class LibSQLStorage(Storage):
 
     def close(self) -> None:
         self.db.close()
-
-    # ---- resources ------------------------------------------------------------
-
-    def _get_resource(self, resource_id: str) -> Resource | None:
-        rows = self.db.query(
-            "SELECT id, metadata, created_at, updated_at FROM recallstack_resources WHERE id = ?",
-            (resource_id,),
-        )
-        return _resource(rows[0]) if rows else None
-
-    def _all_resources(self, after: str | None, limit: int) -> list[Resource]:
-        rows = self.db.query(
-            "SELECT id, metadata, created_at, updated_at FROM recallstack_resources "
-            "WHERE ? IS NULL OR id > ? ORDER BY id LIMIT ?",
-            (after, after, limit),
-        )
-        return [_resource(r) for r in rows]
-
-    def _save_resource(self, resource: Resource) -> Resource:
-        self.db.query(
-            "INSERT OR REPLACE INTO recallstack_resources VALUES (?, ?, ?, ?)",
-            (
-                resource.id,
-                json.dumps(resource.metadata),
-                to_us(resource.created_at),
-                to_us(resource.updated_at),
-            ),
-        )
-        return resource
-
-    # ---- threads --------------------------------------------------------------
-
-    def _save_thread(self, thread: Thread) -> Thread:
-        self.db.query(
-            "INSERT OR REPLACE INTO recallstack_threads VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                thread.id,
-                thread.resource_id,
-                thread.title,
-                json.dumps(thread.metadata),
-                to_us(thread.created_at),
-                to_us(thread.updated_at),
-            ),
-        )
-        return thread
-
-    def _get_thread(self, thread_id: str) -> Thread | None:
-        rows = self.db.query("SELECT * FROM recallstack_threads WHERE id = ?", (thread_id,))
-        return _thread(rows[0]) if rows else None
 
     def _delete_thread(self, thread_id: str) -> None:
         with self.db.transaction():
@@ -346,47 +276,10 @@ class LibSQLStorage(Storage):
             self.db.query("DELETE FROM recallstack_messages WHERE thread_id = ?", (thread_id,))
             self.db.query("DELETE FROM recallstack_threads WHERE id = ?", (thread_id,))
 
-    def _list_threads(
-        self,
-        resource_id: str,
-        order_by: ThreadOrderBy,
-        order: Order,
-        limit: int | None,
-        offset: int,
-    ) -> tuple[list[Thread], int]:
-        direction = "DESC" if order == "desc" else "ASC"
-        rows = self.db.query(
-            f"SELECT * FROM recallstack_threads WHERE resource_id = ? "
-            f"ORDER BY {order_by} {direction}, id {direction} LIMIT ? OFFSET ?",
-            (resource_id, -1 if limit is None else limit, offset),
-        )
-        (total,) = self.db.query(
-            "SELECT count(*) FROM recallstack_threads WHERE resource_id = ?", (resource_id,)
-        )[0]
-        return [_thread(r) for r in rows], total
-
-    def _all_threads(self, after: str | None, limit: int) -> list[Thread]:
-        rows = self.db.query(
-            "SELECT * FROM recallstack_threads WHERE ? IS NULL OR id > ? ORDER BY id LIMIT ?",
-            (after, after, limit),
-        )
-        return [_thread(r) for r in rows]
-
     # ---- messages -------------------------------------------------------------
 
     def _save_messages(self, messages: list[Message]) -> None:
-        rows = [
-            (
-                m.id,
-                m.thread_id,
-                m.resource_id,
-                m.role,
-                json.dumps(m.model_dump(mode="json")["content"]),
-                to_us(m.created_at),
-                None if m.metadata is None else json.dumps(m.metadata),
-            )
-            for m in messages
-        ]
+        rows = [DIALECT.message_row(m) for m in messages]
         ids = json.dumps([m.id for m in messages])
         with self.db.transaction():
             _remove_words(self.db, ROWIDS, (ids,))
@@ -403,57 +296,7 @@ class LibSQLStorage(Storage):
                 )
             )
             _add_words(self.db, [(rowids[m.id], m) for m in messages])
-            self._forget([m.id for m in messages])
-
-    def _forget(self, ids: list[str]) -> None:
-        self.db.query(
-            "DELETE FROM recallstack_message_index "
-            "WHERE message_id IN (SELECT value FROM json_each(?))",
-            (json.dumps(ids),),
-        )
-
-    def _get_messages(self, ids: list[str]) -> list[Message]:
-        rows = self.db.query(
-            f"SELECT {MESSAGE_COLUMNS} FROM recallstack_messages "
-            "WHERE id IN (SELECT value FROM json_each(?))",
-            (json.dumps(ids),),
-        )
-        return [_message(r) for r in rows]
-
-    def _list_messages(
-        self,
-        thread_id: str,
-        resource_id: str | None,
-        order: Order,
-        start: datetime | None,
-        end: datetime | None,
-        limit: int | None,
-        offset: int,
-    ) -> tuple[list[Message], int]:
-        where = ["thread_id = ?"]
-        params: list[Any] = [thread_id]
-        if resource_id is not None:
-            where.append("+resource_id = ?")  # checked on the thread's rows, not an index
-            params.append(resource_id)
-        if start is not None:
-            where.append("created_at >= ?")
-            params.append(to_us(start))
-        if end is not None:
-            where.append("created_at <= ?")
-            params.append(to_us(end))
-        condition = " AND ".join(where)
-        (total,) = self.db.query(
-            f"SELECT count(*) FROM recallstack_messages WHERE {condition}", params
-        )[0]
-        if limit == 0:
-            return [], total
-        direction = "DESC" if order == "desc" else "ASC"
-        rows = self.db.query(
-            f"SELECT {MESSAGE_COLUMNS} FROM recallstack_messages WHERE {condition} "
-            f"ORDER BY created_at {direction}, id {direction} LIMIT ? OFFSET ?",
-            [*params, -1 if limit is None else limit, offset],
-        )
-        return [_message(r) for r in rows], total
+            self._forget_indexed([m.id for m in messages], None)
 
     def _include_windows(self, include: list[Include], resource_id: str | None) -> list[Message]:
         """Every include window in one statement of constant size, whatever the count.
@@ -495,7 +338,7 @@ class LibSQLStorage(Storage):
                 *([resource_id, resource_id] if scoped else []),
             ],
         )
-        return [_message(r) for r in rows]
+        return [DIALECT.message(r) for r in rows]
 
     def _delete_messages(self, ids: list[str]) -> None:
         with self.db.transaction():
@@ -504,7 +347,7 @@ class LibSQLStorage(Storage):
                 "DELETE FROM recallstack_messages WHERE id IN (SELECT value FROM json_each(?))",
                 (json.dumps(ids),),
             )
-            self._forget(ids)
+            self._forget_indexed(ids, None)
 
     def _search_words(
         self, terms: list[str], resource_id: str, thread_id: str | None, limit: int
@@ -558,40 +401,3 @@ class LibSQLStorage(Storage):
                 )
             )
             _add_words(self.db, [(rowids[m.id], m) for m in messages if m.id in rowids])
-
-    # ---- the index ledger ---------------------------------------------------------
-
-    def _mark_indexed(self, message_ids: list[str], index_name: str) -> None:
-        self.db.executemany(
-            "INSERT OR IGNORE INTO recallstack_message_index VALUES (?, ?)",
-            [(i, index_name) for i in message_ids],
-        )
-
-    def _forget_indexed(self, message_ids: list[str], thread_id: str | None) -> None:
-        with self.db.transaction():
-            if message_ids:
-                self._forget(message_ids)
-            if thread_id is not None:
-                self.db.query(
-                    "DELETE FROM recallstack_message_index WHERE message_id IN "
-                    "(SELECT id FROM recallstack_messages WHERE thread_id = ?)",
-                    (thread_id,),
-                )
-
-    def _unindexed(
-        self, index_name: str, limit: int, after: tuple[datetime, str] | None
-    ) -> list[Message]:
-        cursor = (-1, "") if after is None else (to_us(after[0]), after[1])
-        rows = self.db.query(
-            f"SELECT {MESSAGE_COLUMNS} {UNINDEXED} AND (created_at, id) > (?, ?) "
-            "ORDER BY created_at, id LIMIT ?",
-            (index_name, *cursor, limit),
-        )
-        return [_message(r) for r in rows]
-
-    def _count_unindexed(self, index_name: str) -> int:
-        ((count,),) = self.db.query(f"SELECT count(*) {UNINDEXED}", (index_name,))
-        return int(count)
-
-    def _index_names(self) -> list[str]:
-        return [r[0] for r in self.db.query(INDEX_NAMES)]

@@ -1,24 +1,18 @@
-"""Postgres storage: threads, messages and resources, with the indexes the reads need."""
+"""Postgres storage: threads, messages and resources, with the indexes the reads need; the
+SQL it shares with LibSQL is in `sql_storage.py`, here what is Postgres's own: its schema,
+saving messages with their words, keyword search and neighbour windows."""
 
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime
+from collections.abc import Sequence
 from typing import Any
 
-from recallstack.adapters.ledger_sql import INDEX_NAMES
 from recallstack.adapters.pg.database import Database
-from recallstack.core.contracts.storage import Order, Storage, ThreadOrderBy
+from recallstack.adapters.sql_storage import MESSAGE_COLUMNS, Dialect, SqlStorage
 from recallstack.core.keywords import K1, B, words
 from recallstack.core.messages import Message
-from recallstack.core.records import Include, Resource, Thread
-
-COLUMNS = "id, thread_id, resource_id, role, content, created_at, metadata"
-UNINDEXED = (
-    "FROM recallstack_messages m WHERE NOT EXISTS (SELECT 1 FROM recallstack_message_index x "
-    "WHERE x.index_name = %s AND x.message_id = m.id)"
-)
-"""The messages with no ledger record under one index name (the parameter)."""
+from recallstack.core.records import Include
 
 
 def _v1(cur: Any) -> None:
@@ -88,14 +82,15 @@ def _v3(cur: Any) -> None:
     after = ""
     while True:
         cur.execute(
-            f"SELECT {COLUMNS} FROM recallstack_messages WHERE id > %s ORDER BY id LIMIT 1000",
+            f"SELECT {MESSAGE_COLUMNS} FROM recallstack_messages "
+            "WHERE id > %s ORDER BY id LIMIT 1000",
             (after,),
         )
         rows = cur.fetchall()
         if not rows:
             return
         after = rows[-1][0]
-        _add_words(cur, [_message(row) for row in rows])
+        _add_words(cur, [DIALECT.message(row) for row in rows])
 
 
 def _add_words(cur: Any, messages: list[Message]) -> None:
@@ -164,40 +159,25 @@ def _json(value: Any) -> Any:
     return None if value is None else Jsonb(value)
 
 
-def _resource(row: tuple[Any, ...]) -> Resource:
-    id_, metadata, created, updated = row
-    return Resource(id=id_, metadata=metadata, created_at=created, updated_at=updated)
+DIALECT = Dialect(
+    placeholder="%s",
+    ids="unnest(%s::text[]) AS value",
+    ids_value=list,
+    no_limit=None,
+    unindexed="",
+    json_value=_json,
+    read_json=lambda value: value,  # the jsonb loader has read it (database.py)
+)
+"""Ids as one text array; JSON as jsonb and time as timestamptz, which psycopg reads."""
 
 
-def _thread(row: tuple[Any, ...]) -> Thread:
-    id_, resource, title, metadata, created, updated = row
-    return Thread(
-        id=id_,
-        resource_id=resource,
-        title=title,
-        metadata=metadata,
-        created_at=created,
-        updated_at=updated,
-    )
-
-
-def _message(row: tuple[Any, ...]) -> Message:
-    id_, thread, resource, role, content, created, metadata = row
-    return Message(
-        id=id_,
-        thread_id=thread,
-        resource_id=resource,
-        role=role,
-        content=content,
-        created_at=created,
-        metadata=metadata,
-    )
-
-
-class PgStorage(Storage):
+class PgStorage(SqlStorage):
     backend = "pg"
     keyword_search = True
     asyncio_driver = True
+
+    db: Database
+    dialect = DIALECT
 
     def __init__(self, url: str, **options: Any) -> None:
         self.db = Database(url, vector=False, **options)
@@ -205,56 +185,6 @@ class PgStorage(Storage):
 
     def close(self) -> None:
         self.db.close()
-
-    def _get_resource(self, resource_id: str) -> Resource | None:
-        rows = self.db.query(
-            "SELECT id, metadata, created_at, updated_at FROM recallstack_resources WHERE id = %s",
-            (resource_id,),
-        )
-        return _resource(rows[0]) if rows else None
-
-    def _all_resources(self, after: str | None, limit: int) -> list[Resource]:
-        rows = self.db.query(
-            "SELECT id, metadata, created_at, updated_at "
-            "FROM recallstack_resources WHERE %(after)s::text IS NULL OR id > %(after)s "
-            "ORDER BY id LIMIT %(limit)s",
-            {"after": after, "limit": limit},
-        )
-        return [_resource(r) for r in rows]
-
-    def _save_resource(self, resource: Resource) -> Resource:
-        self.db.query(
-            "INSERT INTO recallstack_resources VALUES (%s, %s, %s, %s) ON CONFLICT (id) DO UPDATE "
-            "SET metadata = excluded.metadata, created_at = excluded.created_at, "
-            "updated_at = excluded.updated_at",
-            (resource.id, _json(resource.metadata), resource.created_at, resource.updated_at),
-        )
-        return resource
-
-    def _save_thread(self, thread: Thread) -> Thread:
-        self.db.query(
-            "INSERT INTO recallstack_threads VALUES (%s, %s, %s, %s, %s, %s) "
-            "ON CONFLICT (id) DO UPDATE SET resource_id = excluded.resource_id, "
-            "title = excluded.title, metadata = excluded.metadata, "
-            "created_at = excluded.created_at, updated_at = excluded.updated_at",
-            (
-                thread.id,
-                thread.resource_id,
-                thread.title,
-                _json(thread.metadata),
-                thread.created_at,
-                thread.updated_at,
-            ),
-        )
-        return thread
-
-    def _get_thread(self, thread_id: str) -> Thread | None:
-        rows = self.db.query(
-            "SELECT id, resource_id, title, metadata, created_at, updated_at "
-            "FROM recallstack_threads WHERE id = %s",
-            (thread_id,),
-        )
-        return _thread(rows[0]) if rows else None
 
     def _delete_thread(self, thread_id: str) -> None:
         with self.db.cursor(transaction=True) as cur:
@@ -267,53 +197,14 @@ class PgStorage(Storage):
             cur.execute("DELETE FROM recallstack_messages WHERE thread_id = %s", (thread_id,))
             cur.execute("DELETE FROM recallstack_threads WHERE id = %s", (thread_id,))
 
-    def _list_threads(
-        self,
-        resource_id: str,
-        order_by: ThreadOrderBy,
-        order: Order,
-        limit: int | None,
-        offset: int,
-    ) -> tuple[list[Thread], int]:
-        direction = "DESC" if order == "desc" else "ASC"
-        rows = self.db.query(
-            "SELECT id, resource_id, title, metadata, created_at, updated_at "
-            f"FROM recallstack_threads WHERE resource_id = %s "
-            f"ORDER BY {order_by} {direction}, id {direction} LIMIT %s OFFSET %s",
-            (resource_id, limit, offset),
-        )
-        ((total,),) = self.db.query(
-            "SELECT count(*) FROM recallstack_threads WHERE resource_id = %s", (resource_id,)
-        )
-        return [_thread(r) for r in rows], total
-
-    def _all_threads(self, after: str | None, limit: int) -> list[Thread]:
-        rows = self.db.query(
-            "SELECT id, resource_id, title, metadata, created_at, updated_at "
-            "FROM recallstack_threads WHERE %(after)s::text IS NULL OR id > %(after)s "
-            "ORDER BY id LIMIT %(limit)s",
-            {"after": after, "limit": limit},
-        )
-        return [_thread(r) for r in rows]
-
     def _save_messages(self, messages: list[Message]) -> None:
-        rows = [
-            (
-                m.id,
-                m.thread_id,
-                m.resource_id,
-                m.role,
-                _json(m.model_dump(mode="json")["content"]),
-                m.created_at,
-                _json(m.metadata),
-            )
-            for m in messages
-        ]
+        rows = [DIALECT.message_row(m) for m in messages]
         with self.db.cursor(transaction=True) as cur:
             _remove_words(cur, "message_id = ANY(%s)", ([m.id for m in messages],))
             _add_words(cur, messages)
             cur.executemany(
-                f"INSERT INTO recallstack_messages ({COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+                f"INSERT INTO recallstack_messages ({MESSAGE_COLUMNS}) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s) "
                 "ON CONFLICT (id) DO UPDATE SET thread_id = excluded.thread_id, "
                 "resource_id = excluded.resource_id, role = excluded.role, "
                 "content = excluded.content, created_at = excluded.created_at, "
@@ -324,53 +215,12 @@ class PgStorage(Storage):
                 "DELETE FROM recallstack_message_index WHERE message_id = ANY(%s)",
                 ([m.id for m in messages],),
             )
-        self.db.wrote(("recallstack_messages", "recallstack_message_words"), len(messages))
-
-    def _get_messages(self, ids: list[str]) -> list[Message]:
-        rows = self.db.query(
-            f"SELECT {COLUMNS} FROM recallstack_messages WHERE id = ANY(%s)", (ids,)
-        )
-        return [_message(r) for r in rows]
-
-    def _list_messages(
-        self,
-        thread_id: str,
-        resource_id: str | None,
-        order: Order,
-        start: datetime | None,
-        end: datetime | None,
-        limit: int | None,
-        offset: int,
-    ) -> tuple[list[Message], int]:
-        where = (
-            "thread_id = %(thread)s AND (%(resource)s::text IS NULL OR resource_id = %(resource)s) "
-            "AND (%(start)s::timestamptz IS NULL OR created_at >= %(start)s) "
-            "AND (%(end)s::timestamptz IS NULL OR created_at <= %(end)s)"
-        )
-        params: dict[str, Any] = {
-            "thread": thread_id,
-            "resource": resource_id,
-            "start": start,
-            "end": end,
-        }
-        ((total,),) = self.db.query(
-            f"SELECT count(*) FROM recallstack_messages WHERE {where}", params
-        )
-        if limit == 0:
-            return [], total
-        direction = "DESC" if order == "desc" else "ASC"
-        rows = self.db.query(
-            f"SELECT {COLUMNS} FROM recallstack_messages WHERE {where} "
-            f"ORDER BY created_at {direction}, id {direction} "
-            "LIMIT %(limit)s OFFSET %(offset)s",
-            {**params, "limit": limit, "offset": offset},
-        )
-        return [_message(r) for r in rows], total
+        self._wrote(("recallstack_messages", "recallstack_message_words"), len(messages))
 
     def _include_windows(self, include: list[Include], resource_id: str | None) -> list[Message]:
         """All include windows in one statement: LATERAL cursor queries on the thread index,
         every target and neighbour of the caller's resource when one is given."""
-        m_columns = ", ".join(f"m.{c}" for c in COLUMNS.split(", "))
+        m_columns = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS.split(", "))
         rows = self.db.query(
             f"""
             WITH targets AS (
@@ -401,7 +251,7 @@ class PgStorage(Storage):
                 "resource": resource_id,
             },
         )
-        return [_message(r) for r in rows]
+        return [DIALECT.message(r) for r in rows]
 
     def _delete_messages(self, ids: list[str]) -> None:
         with self.db.cursor(transaction=True) as cur:
@@ -424,7 +274,7 @@ class PgStorage(Storage):
             )
             stored = {row[0] for row in cur.fetchall()}
             _add_words(cur, [m for m in messages if m.id in stored])
-        self.db.wrote(("recallstack_message_words",), len(messages))
+        self._wrote(("recallstack_message_words",), len(messages))
 
     def _search_words(
         self, terms: list[str], resource_id: str, thread_id: str | None, limit: int
@@ -451,36 +301,5 @@ class PgStorage(Storage):
         )
         return [(str(i), float(score)) for i, score in rows]
 
-    def _mark_indexed(self, message_ids: list[str], index_name: str) -> None:
-        self.db.query(
-            "INSERT INTO recallstack_message_index SELECT unnest(%s::text[]), %s "
-            "ON CONFLICT DO NOTHING",
-            (message_ids, index_name),
-        )
-        self.db.wrote(("recallstack_message_index",), len(message_ids))
-
-    def _forget_indexed(self, message_ids: list[str], thread_id: str | None) -> None:
-        self.db.query(
-            "DELETE FROM recallstack_message_index WHERE message_id = ANY(%s) OR message_id IN "
-            "(SELECT id FROM recallstack_messages WHERE thread_id = %s)",
-            (message_ids, thread_id),
-        )
-
-    def _unindexed(
-        self, index_name: str, limit: int, after: tuple[datetime, str] | None
-    ) -> list[Message]:
-        start, last_id = after if after is not None else (None, None)
-        rows = self.db.query(
-            f"SELECT {COLUMNS} {UNINDEXED} "
-            "AND (%s::timestamptz IS NULL OR (created_at, id) > (%s, %s)) "
-            "ORDER BY created_at, id LIMIT %s",
-            (index_name, start, start, last_id, limit),
-        )
-        return [_message(r) for r in rows]
-
-    def _count_unindexed(self, index_name: str) -> int:
-        ((count,),) = self.db.query(f"SELECT count(*) {UNINDEXED}", (index_name,))
-        return int(count)
-
-    def _index_names(self) -> list[str]:
-        return [r[0] for r in self.db.query(INDEX_NAMES)]
+    def _wrote(self, tables: Sequence[str], rows: int) -> None:
+        self.db.wrote(tables, rows)
