@@ -2,9 +2,9 @@
 
     python bench/libsql_vectors.py [--sizes 10000 100000] [--queries 200]
 
-For each size: N 384-d vectors with resource_id / thread_id metadata (100
-resources, so a resource filter selects 1%). Prints ingest vectors/s, query
-p50/p95 in ms unfiltered and with a resource_id filter, cold (first query
+For each size: N 384-d vectors, each in a resource's thread's partition (100
+resources, so a resource's partition holds 1%). Prints ingest vectors/s, query
+p50/p95 in ms unfiltered and in a resource's partition, cold (first query
 after opening: without the vector file, which that query writes, then with
 it) and warm, the first query after a small save (10 new vectors,
 written the way `Memory.save_messages` writes them: upsert, then delete the
@@ -28,6 +28,7 @@ import numpy as np
 
 from recallstack.adapters.libsql.vector import LibSQLVectorStore
 from recallstack.adapters.table_names import table_name
+from recallstack.core.vectors import EVERYWHERE, Partition, Reach
 
 DIM = 384
 RESOURCES = 100
@@ -53,30 +54,39 @@ def run(size: int, queries: int, folder: Path) -> None:
     data = rng.normal(size=(size, DIM)).astype(np.float32)
     probes = rng.normal(size=(queries, DIM)).astype(np.float32)
     ids = [f"m{i}" for i in range(size)]
-    meta = [{"resource_id": f"r{i % RESOURCES}", "thread_id": f"t{i % 1000}"} for i in range(size)]
     url = f"libsql:///{folder / f'bench-{size}.db'}"
 
     store = LibSQLVectorStore(url)
     store.create_index("bench", DIM)
     start = time.perf_counter()
-    for lo in range(0, size, 5000):
-        store.upsert("bench", ids[lo : lo + 5000], data[lo : lo + 5000], meta[lo : lo + 5000])
+    for lo in range(0, size, 5000):  # each resource's in its partition, as Memory writes
+        batch: dict[Partition, list[int]] = {}
+        for i in range(lo, min(size, lo + 5000)):
+            batch.setdefault(Partition(f"r{i % RESOURCES}", f"t{i % 1000}"), []).append(i)
+        for partition, rows in batch.items():
+            store.upsert("bench", [ids[i] for i in rows], data[rows], partition=partition)
     ingest = size / (time.perf_counter() - start)
     store.close()
 
     print(f"\n== {size:,} vectors x {DIM} ==")
     print(f"ingest                        {ingest:10,.0f} vectors/s")
-    for label, flt in (("unfiltered", None), ("resource_id filter (1%)", {"resource_id": "r7"})):
+    cases: list[tuple[str, Reach]] = [
+        ("unfiltered", EVERYWHERE),
+        ("resource partition (1%)", Partition("r7")),
+    ]
+    for label, partition in cases:
         colds = []
         for with_file in (False, True):
             if not with_file:
                 shutil.rmtree(folder / f"bench-{size}.db-vectors", ignore_errors=True)
             fresh = LibSQLVectorStore(url)
             start = time.perf_counter()
-            fresh.query("bench", probes[0], 10, filter=flt)
+            fresh.query("bench", probes[0], 10, partition=partition)
             colds.append(time.perf_counter() - start)
         warm = timed(
-            lambda i, fresh=fresh, flt=flt: fresh.query("bench", probes[i], 10, filter=flt),
+            lambda i, fresh=fresh, partition=partition: fresh.query(
+                "bench", probes[i], 10, partition=partition
+            ),
             queries,
         )
         print(
@@ -116,18 +126,26 @@ def run(size: int, queries: int, folder: Path) -> None:
 def after_save(url: str, probes: np.ndarray, queries: int) -> None:
     """Warm queries, and the first query after each of `rounds` small saves."""
     reader, writer = LibSQLVectorStore(url), LibSQLVectorStore(url)
-    reader.query("bench", probes[0], 10)  # load
+    reader.query("bench", probes[0], 10, partition=EVERYWHERE)  # load
     rng = np.random.default_rng(1)
     rounds = min(queries, 50)
-    warm = timed(lambda i: reader.query("bench", probes[i], 10), rounds)
+    warm = timed(lambda i: reader.query("bench", probes[i], 10, partition=EVERYWHERE), rounds)
     after = []
     for r in range(rounds):
         new = [f"new{r}-{k}" for k in range(10)]
-        writer.upsert("bench", new, rng.normal(size=(10, DIM)), [{"message_id": i} for i in new])
-        writer.delete("bench", ids=[f"{i}#0" for i in new])
-        writer.delete("bench", filter={"message_id": {"$in": new}, "chunk": {"$gte": 1}})
+        writer.upsert(
+            "bench",
+            new,
+            rng.normal(size=(10, DIM)),
+            [{"message_id": i} for i in new],
+            partition=EVERYWHERE,
+        )
+        writer.delete("bench", ids=[f"{i}#0" for i in new], partition=EVERYWHERE)
+        writer.delete(
+            "bench", filter={"message_id": {"$in": new}, "chunk": {"$gte": 1}}, partition=EVERYWHERE
+        )
         start = time.perf_counter()
-        reader.query("bench", probes[r], 10)
+        reader.query("bench", probes[r], 10, partition=EVERYWHERE)
         after.append(time.perf_counter() - start)
     print(f"{'warm, unfiltered':28s}  {'':21s} {percentiles(warm)}")
     print(f"{'first query after a save':28s}  {'':21s} {percentiles(after)}")

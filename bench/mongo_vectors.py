@@ -25,12 +25,11 @@ from typing import Any
 
 import numpy as np
 from timing import compare, ingest_rates, show_rates, timed
-from workload import DIM, clustered, scopes
+from workload import DIM, PARTITION, clustered, scopes, upsert_partitioned
 
 from recallstack.adapters.mongo.documents import vector_binary, vector_rows
 from recallstack.adapters.mongo.vector import MongoVectorStore
-
-FILTER = {"resource_id": "r7"}
+from recallstack.core.vectors import EVERYWHERE, Reach
 
 
 def run(url: str, size: int, queries: int) -> None:
@@ -46,7 +45,7 @@ def run(url: str, size: int, queries: int) -> None:
     print(f"\n== MongoDB exact path{stand_in}, {size:,} vectors x {DIM} ==")
 
     def ours(lo: int, hi: int) -> None:
-        store.upsert(name, [f"m{i}" for i in range(lo, hi)], data[lo:hi], metadata[lo:hi])
+        upsert_partitioned(store, name, [f"m{i}" for i in range(lo, hi)], data[lo:hi], lo)
 
     def theirs(lo: int, hi: int) -> None:
         raw.insert_many(
@@ -62,13 +61,16 @@ def run(url: str, size: int, queries: int) -> None:
         top = top[np.argsort(-scores[top])]
         return [(found[n]["_id"], float(scores[n]), found[n]["m"]) for n in top]
 
-    for label, flt, query in (
-        ("unfiltered", None, {}),
-        ("resource_id filter 1%", FILTER, {"m.resource_id": "r7"}),
-    ):
+    within: list[tuple[str, Reach, dict[str, Any]]] = [
+        ("unfiltered", EVERYWHERE, {}),
+        ("resource partition 1%", PARTITION, {"m.resource_id": "r7"}),
+    ]
+    for label, partition, query in within:
         compare(
             label,
-            timed(lambda i, flt=flt: store.query(name, probes[i], 10, filter=flt)),
+            timed(
+                lambda i, partition=partition: store.query(name, probes[i], 10, partition=partition)
+            ),
             {"raw pymongo + numpy": timed(lambda i, query=query: by_hand(query, probes[i]))},
             queries,
         )

@@ -54,6 +54,7 @@ from locomo import CATEGORIES, arguments, evidence, ingest, load, role, sessions
 
 from recallstack import Memory
 from recallstack.adapters.pg.targets import server
+from recallstack.core.vectors import EVERYWHERE
 
 K = 10
 Search = Callable[[str, str | None], list[str]]
@@ -99,7 +100,7 @@ def recallstack(storage: str, vector: str) -> tuple[Save, Search]:
             return [h.message.id.split(":", 1)[1] for h in memory.search(user, question, top_k=K)]
         # the vector store, unscoped; the model itself, not Memory's cache of query vectors
         vector = semantic.embedder.embedder.embed([question])[0]
-        hits = semantic.vector.query(semantic.index_name(), vector, K)
+        hits = semantic.vector.query(semantic.index_name(), vector, K, partition=EVERYWHERE)
         return [str(h.metadata["message_id"]).split(":", 1)[1] for h in hits]
 
     return lambda sample: ingest(memory, sample), search

@@ -20,11 +20,11 @@ from pgvector.psycopg import register_vector
 from timing import timed
 from workload import DIM, clustered
 
-from recallstack.adapters.pg.sql_filters import compile_filter
+from recallstack.adapters.pg.sql_filters import in_partition
 from recallstack.adapters.pg.targets import server
 from recallstack.adapters.pg.vector import PgVectorStore
 from recallstack.adapters.table_names import table_name
-from recallstack.core.filters import parse_filter
+from recallstack.core.vectors import Partition
 
 
 def main() -> None:
@@ -38,31 +38,31 @@ def main() -> None:
         store = PgVectorStore(url)
         store.create_index("scoped", DIM, config={"type": "flat"})
         start = time.perf_counter()
-        for lo in range(0, args.size, 10_000):
-            hi = min(args.size, lo + 10_000)
-            metadata = [
-                {
-                    "resource_id": f"r{i % args.resources}",
-                    "thread_id": f"t{i % (10 * args.resources)}",
-                }
-                for i in range(lo, hi)
-            ]
-            store.upsert("scoped", [f"m{i}" for i in range(lo, hi)], data[lo:hi], metadata)
+        threads: dict[Partition, list[int]] = {}  # ten threads a resource
+        for i in range(args.size):
+            thread = Partition(f"r{i % args.resources}", f"t{i % (10 * args.resources)}")
+            threads.setdefault(thread, []).append(i)
+        for thread, rows in threads.items():  # one upsert a thread, as Memory's saves
+            store.upsert("scoped", [f"m{i}" for i in rows], data[rows], partition=thread)
         took = time.perf_counter() - start
         per = args.size // args.resources
         print(f"== {args.size:,} vectors, {args.resources:,} resources ({per:,} vectors each) ==")
         print(f"{'ingest (binary COPY through upsert)':40s} {args.size / took:10,.0f} vectors/s")
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(f"ANALYZE {table_name('scoped')}")
-        for label, flt in (
-            ("resource scope", {"resource_id": "r7"}),
-            ("thread scope", {"thread_id": "t7"}),
+        for label, partition in (
+            ("resource partition", Partition("r7")),
+            ("thread partition", Partition("r7", "t7")),
         ):
-            samples = timed(lambda i, flt=flt: store.query("scoped", probes[i], 10, filter=flt))
+            samples = timed(
+                lambda i, partition=partition: store.query(
+                    "scoped", probes[i], 10, partition=partition
+                )
+            )
             times = sorted(samples(i) * 1000 for i in range(args.queries))
             p50, p95 = times[len(times) // 2], times[int(len(times) * 0.95)]
             print(f"{label:40s} p50 {p50:7.2f} ms   p95 {p95:7.2f} ms")
-        where, params = compile_filter(parse_filter({"resource_id": "r7"}))
+        where, params = in_partition(Partition("r7"))
         statement = (  # the exact path's statement, as the adapter sends it
             "WITH c AS MATERIALIZED (SELECT * FROM (SELECT id, metadata, embedding "
             f"FROM {table_name('scoped')} WHERE {where} OFFSET 0) f LIMIT 5001) "

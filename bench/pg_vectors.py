@@ -29,13 +29,13 @@ from typing import Any
 from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
 from timing import compare, elapsed, timed
-from workload import DIM, clustered, scopes
+from workload import DIM, PARTITION, clustered, upsert_partitioned
 
-from recallstack.adapters.pg.sql_filters import compile_filter
+from recallstack.adapters.pg.sql_filters import in_partition
 from recallstack.adapters.pg.targets import server
 from recallstack.adapters.pg.vector import PgVectorStore
 from recallstack.adapters.table_names import table_name
-from recallstack.core.filters import parse_filter
+from recallstack.core.vectors import EVERYWHERE
 
 
 def run(url: str, size: int, queries: int) -> None:
@@ -50,12 +50,8 @@ def run(url: str, size: int, queries: int) -> None:
     store.create_index(name, DIM, config={"type": "flat"})
     start = time.perf_counter()
     for lo in range(0, size, 10_000):
-        store.upsert(
-            name,
-            [f"m{i}" for i in range(lo, min(size, lo + 10_000))],
-            data[lo : lo + 10_000],
-            scopes(lo, min(size, lo + 10_000)),
-        )
+        ids = [f"m{i}" for i in range(lo, min(size, lo + 10_000))]
+        upsert_partitioned(store, name, ids, data[lo : lo + 10_000], lo)
     ingest = size / (time.perf_counter() - start)
     start = time.perf_counter()
     store.build_index(name, {"type": "hnsw", "m": 16, "ef_construction": 64})
@@ -64,9 +60,8 @@ def run(url: str, size: int, queries: int) -> None:
     print(f"{'ingest (binary COPY through upsert)':42s} {ingest:10,.0f} vectors/s")
     print(f"{'HNSW build (m 16, ef_construction 64)':42s} {build:10.1f} s")
 
-    flt = {"resource_id": "r7"}
     table = table_name(name)
-    where, params = compile_filter(parse_filter(flt))  # the adapter's own SQL
+    where, params = in_partition(PARTITION)  # the adapter's own SQL
     unfiltered_sql = f"SELECT id, metadata, embedding <=> %s AS d FROM {table} ORDER BY d LIMIT 11"
     filtered_sql = (
         "WITH c AS MATERIALIZED (SELECT * FROM (SELECT id, metadata, embedding "
@@ -96,13 +91,13 @@ def run(url: str, size: int, queries: int) -> None:
     for label, ours, sql, values in (
         (
             "unfiltered (HNSW)",
-            timed(lambda i: store.query(name, probes[i], 10)),
+            timed(lambda i: store.query(name, probes[i], 10, partition=EVERYWHERE)),
             unfiltered_sql,
             lambda i: (probes[i],),
         ),
         (
-            "resource_id filter 1% (exact path)",
-            timed(lambda i: store.query(name, probes[i], 10, filter=flt)),
+            "resource partition 1% (exact path)",
+            timed(lambda i: store.query(name, probes[i], 10, partition=PARTITION)),
             filtered_sql,
             lambda i: (*params, probes[i]),
         ),
@@ -119,8 +114,8 @@ def run(url: str, size: int, queries: int) -> None:
     found = 0
     checked = probes[:50]
     for q in checked:
-        truth = {r.id for r in exact.query(name, q, 10)}
-        found += len(truth & {r.id for r in store.query(name, q, 10)})
+        truth = {r.id for r in exact.query(name, q, 10, partition=EVERYWHERE)}
+        found += len(truth & {r.id for r in store.query(name, q, 10, partition=EVERYWHERE)})
     label = f"recall@10 of HNSW vs exact ({len(checked)} queries)"
     print(f"{label:42s} {found / (10 * len(checked)):10.3f}")
     store.delete_index(name)

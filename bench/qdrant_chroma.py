@@ -36,11 +36,16 @@ from typing import Any
 
 import qdrant_edge as q
 from timing import compare, elapsed, ingest_rates, show_rates, timed
-from workload import DIM, clustered, scopes
+from workload import DIM, PARTITION, clustered, scopes, upsert_partitioned
 
 from recallstack.core.runtime.registry import registry
+from recallstack.core.vectors import EVERYWHERE, Reach
 
-FILTER = {"resource_id": "r7"}
+CASES: list[tuple[str, Reach, dict[str, str] | None]] = [
+    ("unfiltered", EVERYWHERE, None),
+    ("resource partition 1%", PARTITION, {"resource_id": "r7"}),
+]
+"""Each query: recallstack's partition, and the raw driver's filter on the same records."""
 
 
 def run_chroma(size: int, queries: int, folder: Path) -> None:
@@ -60,8 +65,8 @@ def run_chroma(size: int, queries: int, folder: Path) -> None:
     show_rates(
         ingest_rates(
             {
-                "recallstack": lambda lo, hi: store.upsert(
-                    "bench", ids[lo:hi], data[lo:hi], meta[lo:hi]
+                "recallstack": lambda lo, hi: upsert_partitioned(
+                    store, "bench", ids[lo:hi], data[lo:hi], lo
                 ),
                 # upsert, as recallstack's is: insert, or overwrite by id
                 "raw chromadb": lambda lo, hi: collection.upsert(
@@ -71,10 +76,14 @@ def run_chroma(size: int, queries: int, folder: Path) -> None:
             size,
         )
     )
-    for label, where in (("unfiltered", None), ("resource_id filter 1%", FILTER)):
+    for label, partition, where in CASES:
         compare(
             label,
-            timed(lambda i, where=where: store.query("bench", probes[i], 10, filter=where)),
+            timed(
+                lambda i, partition=partition: store.query(
+                    "bench", probes[i], 10, partition=partition
+                )
+            ),
             {
                 "raw chromadb": timed(
                     lambda i, where=where: collection.query(
@@ -149,8 +158,8 @@ def run(size: int, queries: int, folder: Path) -> None:
 
     rates = ingest_rates(
         {
-            "recallstack": lambda lo, hi: store.upsert(
-                "bench", ids[lo:hi], data[lo:hi], meta[lo:hi]
+            "recallstack": lambda lo, hi: upsert_partitioned(
+                store, "bench", ids[lo:hi], data[lo:hi], lo
             ),
             "raw Edge, the same records": raw_write,
             "raw Edge, random ids, metadata only": minimal_write,
@@ -161,7 +170,7 @@ def run(size: int, queries: int, folder: Path) -> None:
     show_rates(rates)
     # Edge builds its HNSW index only when optimize() is called; recallstack calls it
     # on the first search after writes, so that search is timed here as the build
-    ours_build = elapsed(lambda: store.query("bench", probes[0], 10))
+    ours_build = elapsed(lambda: store.query("bench", probes[0], 10, partition=EVERYWHERE))
     raw_build = elapsed(shard.optimize)
     print(f"index build: recallstack {ours_build:.1f} s, raw {raw_build:.1f} s")
     shard.close()
@@ -191,11 +200,15 @@ def run(size: int, queries: int, folder: Path) -> None:
         # when it is read, and the caller's id is in it
         return [(hit.payload, hit.score) for hit in hits]
 
-    for label, where in (("unfiltered", None), ("resource_id filter 1%", FILTER)):
+    for label, partition, where in CASES:
         value = None if where is None else where["resource_id"]
         compare(
             label,
-            timed(lambda i, where=where: store.query("bench", probes[i], 10, filter=where)),
+            timed(
+                lambda i, partition=partition: store.query(
+                    "bench", probes[i], 10, partition=partition
+                )
+            ),
             {
                 name: timed(lambda i, shard=shard, value=value: raw_query(shard, i, value))
                 for name, shard in shards.items()

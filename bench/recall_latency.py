@@ -37,14 +37,17 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from recallstack.core.api.memory import Memory
+from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.messages import Message
 from recallstack.core.metadata import epoch_ms
 from recallstack.core.records import Thread
 from recallstack.core.runtime.config import SemanticRecallConfig
+from recallstack.core.vectors import Partition
 
 PER_THREAD = 10
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
@@ -68,6 +71,22 @@ def percentiles(samples: list[float]) -> str:
     ms = sorted(s * 1000 for s in samples)
     p95 = ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))]
     return f"p50 {statistics.median(ms):7.2f} ms   p95 {p95:7.2f} ms"
+
+
+def upsert_by_thread(
+    store: VectorStore,
+    name: str,
+    batch: list[Message],
+    vectors: np.ndarray,
+    metadata: list[dict[str, Any]],
+) -> None:
+    """Each thread's vectors in its partition, as `Memory.save_messages` writes them."""
+    threads: dict[Partition, list[int]] = {}
+    for n, m in enumerate(batch):
+        threads.setdefault(Partition(str(m.resource_id), m.thread_id), []).append(n)
+    for partition, rows in threads.items():
+        ids = [batch[n].id for n in rows]
+        store.upsert(name, ids, vectors[rows], [metadata[n] for n in rows], partition=partition)
 
 
 def populate(
@@ -108,21 +127,19 @@ def populate(
             metadata = [
                 {
                     "message_id": m.id,
-                    "thread_id": m.thread_id,
-                    "resource_id": m.resource_id,
                     "role": m.role,
                     "created_at": epoch_ms(m.created_at),
                     "chunk": 0,
                 }
                 for m in batch
             ]
-            semantic.vector.upsert(name, [m.id for m in batch], vectors, metadata)
+            upsert_by_thread(semantic.vector, name, batch, vectors, metadata)
             if context:
                 for row, m in zip(metadata, batch, strict=True):
                     if not m.id.endswith("-m0"):
                         row["previous_id"] = f"{m.thread_id}-m{int(m.id.split('-m')[1]) - 1}"
                 vectors = rng.normal(size=(len(batch), dimension)).astype(np.float32)
-                semantic.vector.upsert(names[1], [m.id for m in batch], vectors, metadata)
+                upsert_by_thread(semantic.vector, names[1], batch, vectors, metadata)
             for each in names:
                 memory.storage.mark_indexed([m.id for m in batch], each)
             batch = []

@@ -60,6 +60,7 @@ from recallstack.core.metadata import epoch_ms
 from recallstack.core.recall.chunking import chunk_text
 from recallstack.core.recall.derived import digest
 from recallstack.core.recall.records import chunk_id
+from recallstack.core.vectors import Partition
 
 for _logger in ("recallstack", "psycopg"):
     logging.getLogger(_logger).addHandler(logging.NullHandler())
@@ -190,8 +191,9 @@ def audit_index(
             name,
             probe,
             semantic.vector.capabilities.max_top_k,
-            filter={"thread_id": thread_id, "message_id": {"$in": [m.id for m in batch]}},
+            filter={"message_id": {"$in": [m.id for m in batch]}},
             include_vector=True,
+            partition=Partition(RESOURCE, thread_id),
         )
     except IndexNotFoundError:
         found = []

@@ -1,4 +1,5 @@
-"""The data the vector benches load: clustered 384-d vectors and scope metadata."""
+"""The data the vector benches load: clustered 384-d vectors, each in a resource's
+partition (and its scope metadata, for the raw drivers compared)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,14 @@ from typing import Any
 
 import numpy as np
 
+from recallstack.core.contracts.vector_store import VectorStore
+from recallstack.core.vectors import Partition
+
 DIM = 384
 RESOURCES = 100
-"""A `resource_id` filter selects 1% of the vectors."""
+"""A resource's partition holds 1% of the vectors."""
+PARTITION = Partition("r7")
+"""The resource the benches query."""
 
 
 def clustered(size: int, queries: int) -> tuple[np.ndarray, np.ndarray]:
@@ -35,3 +41,14 @@ def scopes(lo: int, hi: int) -> list[dict[str, Any]]:
     return [
         {"resource_id": f"r{i % RESOURCES}", "thread_id": f"t{i % 1000}"} for i in range(lo, hi)
     ]
+
+
+def upsert_partitioned(
+    store: VectorStore, name: str, ids: list[str], vectors: np.ndarray, lo: int
+) -> None:
+    """Vectors lo..lo+len(ids)-1 written in their resources' partitions, one upsert each."""
+    groups: dict[Partition, list[int]] = {}
+    for n in range(len(ids)):
+        groups.setdefault(Partition(f"r{(lo + n) % RESOURCES}"), []).append(n)
+    for partition, rows in groups.items():
+        store.upsert(name, [ids[n] for n in rows], vectors[rows], partition=partition)

@@ -16,7 +16,7 @@ from recallstack.adapters.memory.vector import InMemoryVectorStore
 from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.errors import UnsupportedFeatureError, UnsupportedFilterError
 from recallstack.core.filters import parse_filter
-from recallstack.core.vectors import Metric, QueryResult, StoredVector
+from recallstack.core.vectors import EVERYWHERE, Metric, QueryResult, Reach, StoredVector
 
 SCORE_TOLERANCE = 1e-4
 RECALL_TOLERANCE = 0.95
@@ -62,23 +62,28 @@ class Twin:
         ids: Sequence[str],
         vectors: Any,
         metadata: Sequence[Mapping[str, Any] | None] | None = None,
+        partition: Reach = EVERYWHERE,
     ) -> None:
-        self.store.upsert(name, ids, vectors, metadata)
-        self.reference.upsert(name, ids, vectors, metadata)
+        self.store.upsert(name, ids, vectors, metadata, partition=partition)
+        self.reference.upsert(name, ids, vectors, metadata, partition=partition)
         self.store.wait_until_consistent(name)
 
-    def delete(self, name: str, **kwargs: Any) -> None:
-        self.store.delete(name, **kwargs)
-        self.reference.delete(name, **kwargs)
+    def delete(self, name: str, partition: Reach = EVERYWHERE, **kwargs: Any) -> None:
+        self.store.delete(name, partition=partition, **kwargs)
+        self.reference.delete(name, partition=partition, **kwargs)
         self.store.wait_until_consistent(name)
 
-    def update(self, name: str, **kwargs: Any) -> None:
-        self.store.update(name, **kwargs)
-        self.reference.update(name, **kwargs)
+    def update(self, name: str, partition: Reach = EVERYWHERE, **kwargs: Any) -> None:
+        self.store.update(name, partition=partition, **kwargs)
+        self.reference.update(name, partition=partition, **kwargs)
         self.store.wait_until_consistent(name)
 
-    def query(self, name: str, vector: Any, top_k: int, **kwargs: Any) -> list[QueryResult]:
-        """Query both and require the same answer; returns the backend's."""
+    def query(
+        self, name: str, vector: Any, top_k: int, partition: Reach = EVERYWHERE, **kwargs: Any
+    ) -> list[QueryResult]:
+        """Query both and require the same answer; returns the backend's. The twin's
+        calls reach the whole index unless a partition is named."""
+        kwargs["partition"] = partition
         got = self.store.query(name, vector, top_k, **kwargs)
         expected = self.reference.query(name, vector, top_k, **kwargs)
         every = self.reference.query(name, vector, self.reference.capabilities.max_top_k, **kwargs)
@@ -95,14 +100,16 @@ class Twin:
             assert np.allclose(mine.vector, theirs.vector, rtol=1e-5, atol=1e-6), mine.id
         return got
 
-    def check_filter(self, name: str, vector: Any, top_k: int, filter: Any) -> None:
+    def check_filter(
+        self, name: str, vector: Any, top_k: int, filter: Any, partition: Reach = EVERYWHERE
+    ) -> None:
         """A declared operator must agree with the reference; an undeclared one must raise."""
         refused = self.capabilities.unsupported(parse_filter(filter))
         if refused is None:
-            self.query(name, vector, top_k, filter=filter)
+            self.query(name, vector, top_k, filter=filter, partition=partition)
             return
         try:
-            self.store.query(name, vector, top_k, filter=filter)
+            self.store.query(name, vector, top_k, filter=filter, partition=partition)
         except UnsupportedFilterError as exc:
             assert exc.operator == refused, f"raised for {exc.operator}, expected {refused}"
             self._record_unsupported(exc.operator)

@@ -13,12 +13,6 @@ class InvalidInputError(RecallstackError, ValueError):
     """An argument is malformed: wrong length, NaN, empty batch, bad id, bad metadata."""
 
 
-def is_positive_int(value: object) -> bool:
-    """The test behind every count and size a caller passes: an int above zero,
-    `True` refused although Python counts it as the int 1."""
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-
 class FilterError(InvalidInputError):
     """A filter document is malformed; `path` locates the offending part."""
 

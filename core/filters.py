@@ -230,43 +230,6 @@ def operators_in(node: Node | None) -> set[str]:
     return found
 
 
-SCOPE_KEYS: Final = frozenset({"resource_id", "thread_id"})
-"""The metadata keys Memory scopes every recall by: worth indexing in a store."""
-
-
-@dataclass(frozen=True)
-class Scope:
-    """The string equalities on top-level keys that every match of a filter satisfies
-    (`{"resource_id": "r7"}`, or conjuncts of an `$and`), and whether the filter
-    says nothing else. A store that indexes those keys finds the candidates without
-    scanning the rest, then checks any other condition on those alone."""
-
-    equalities: Mapping[str, str]
-    complete: bool
-
-
-def scope_of(node: Node | None, keys: frozenset[str]) -> Scope:
-    """The required string equalities on `keys` in a filter (see `Scope`)."""
-    conjuncts = node.children if isinstance(node, Logical) and node.op == "$and" else (node,)
-    equalities: dict[str, str] = {}
-    complete = True
-    for child in conjuncts:
-        if child is None:
-            continue
-        if (
-            isinstance(child, Condition)
-            and child.op == "$eq"
-            and len(child.path) == 1
-            and child.key in keys
-            and isinstance(child.value, str)
-            and child.key not in equalities
-        ):
-            equalities[child.key] = child.value
-        else:
-            complete = False
-    return Scope(equalities, complete)
-
-
 T = TypeVar("T")
 
 

@@ -24,6 +24,12 @@ MAX_QUERY_LENGTH = 100_000
 """Characters in a recall query (`vector_search_string`): about 25,000 tokens."""
 
 
+def is_positive_int(value: object) -> bool:
+    """The test behind every count and size a caller passes: an int above zero,
+    `True` refused although Python counts it as the int 1."""
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
 def check_text(value: str, name: str) -> str:
     """Text that every backend stores as given: valid UTF-8 (no lone surrogate), no NUL."""
     if "\x00" in value:

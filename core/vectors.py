@@ -1,14 +1,17 @@
-"""Vector-side models: metrics, index configuration, statistics, query results, stored
-vectors."""
+"""Vector-side models: metrics, index configuration, partitions, statistics, query
+results, stored vectors."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
 
 import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
+from recallstack.core.inputs import check_id
 from recallstack.core.model import Integer, Model
 
 Matrix = npt.NDArray[np.float32]
@@ -28,6 +31,68 @@ class IndexConfig(Model):
     m: Integer = Field(default=16, gt=0)
     ef_construction: Integer = Field(default=64, gt=0)
     lists: Integer = Field(default=100, gt=0)
+
+
+PARTITION_KEYS: Final = ("resource_id", "thread_id")
+"""The metadata keys a vector's partition is stored under. They are the partition's:
+a write names them through `partition=`, never in its metadata."""
+
+
+@dataclass(frozen=True)
+class Partition:
+    """Whose vectors a call reaches: one resource's, or one thread's of that resource.
+
+    The resource is the security boundary, so it is part of the vector store's
+    contract rather than of the filter: Memory passes a partition to every write,
+    query and delete, a store maps it onto its own indexes, and no call reaches a
+    vector outside it. A query of the whole index is `EVERYWHERE`, said explicitly.
+    """
+
+    resource_id: str
+    thread_id: str | None = None
+
+    def __post_init__(self) -> None:
+        check_id(self.resource_id, "partition.resource_id")
+        if self.thread_id is not None:
+            check_id(self.thread_id, "partition.thread_id")
+
+    def fields(self) -> dict[str, str]:
+        """The partition as the metadata it is stored under: `{"resource_id": ...}` and,
+        for a thread's, `"thread_id"`."""
+        if self.thread_id is None:
+            return {PARTITION_KEYS[0]: self.resource_id}
+        return {PARTITION_KEYS[0]: self.resource_id, PARTITION_KEYS[1]: self.thread_id}
+
+    def holds(self, metadata: Mapping[str, Any]) -> bool:
+        """Whether a vector with this metadata is in the partition."""
+        return all(metadata.get(k) == v for k, v in self.fields().items())
+
+
+def keeping_partition(metadata: Mapping[str, Any], stored: Mapping[str, Any]) -> dict[str, Any]:
+    """New metadata for a stored vector: an update replaces all of it but the keys of
+    the partition the vector was written in."""
+    return {**metadata, **{k: stored[k] for k in PARTITION_KEYS if k in stored}}
+
+
+class Everywhere:
+    """The whole index, every partition and the vectors written without one: for tools
+    that read or repair a whole store (doctor, migrate) and for using a vector store
+    on its own. Memory never queries with it."""
+
+    _instance: Everywhere | None = None
+
+    def __new__(cls) -> Everywhere:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "EVERYWHERE"
+
+
+EVERYWHERE: Final = Everywhere()
+Reach = Partition | Everywhere
+"""What a vector store call reaches: a partition, or explicitly everywhere."""
 
 
 class IndexStats(BaseModel):

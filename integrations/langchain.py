@@ -29,7 +29,7 @@ from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.errors import InvalidInputError
 from recallstack.core.runtime.engine import EMBEDDER_ENV
 from recallstack.core.runtime.registry import registry
-from recallstack.core.vectors import Metric, QueryResult
+from recallstack.core.vectors import EVERYWHERE, Metric, QueryResult
 
 DEFAULT_EMBEDDER = "local/all-MiniLM-L6-v2"
 TEXT, ID = "lc_text", "lc_id"
@@ -135,14 +135,14 @@ class RecallstackVectorStore(LangChainVectorStore):
             metadata.append({**own, TEXT: text, ID: doc_id})
         vectors = self.embedding.embed_documents(texts)
         self.store.create_index(self.index, len(vectors[0]), metric=self.metric)
-        return self.store.upsert(self.index, chosen, vectors, metadata)
+        return self.store.upsert(self.index, chosen, vectors, metadata, partition=EVERYWHERE)
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
         """Delete the documents with these ids (unknown ids are ignored)."""
         if not ids:
             raise InvalidInputError("delete: give the ids of the documents to delete")
         if self.index in self.store.list_indexes():
-            self.store.delete(self.index, ids=list(ids))
+            self.store.delete(self.index, ids=list(ids), partition=EVERYWHERE)
         return True
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
@@ -153,7 +153,9 @@ class RecallstackVectorStore(LangChainVectorStore):
         limits = self.store.capabilities
         found: list[Document] = []
         for group in batched(list(ids), min(limits.max_filter_values, limits.max_top_k)):
-            hits = self.store.query(self.index, probe, len(group), filter={ID: {"$in": group}})
+            hits = self.store.query(
+                self.index, probe, len(group), filter={ID: {"$in": group}}, partition=EVERYWHERE
+            )
             found += [_document(h) for h in hits]
         order = {doc_id: n for n, doc_id in enumerate(ids)}
         return sorted(found, key=lambda d: order[str(d.id)])
@@ -183,7 +185,7 @@ class RecallstackVectorStore(LangChainVectorStore):
     ) -> list[QueryResult]:
         if self.index not in self.store.list_indexes():
             return []
-        return self.store.query(self.index, vector, k, filter=filter)
+        return self.store.query(self.index, vector, k, filter=filter, partition=EVERYWHERE)
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
         """LangChain's relevance, in [0, 1], from recallstack's scores (higher is better:

@@ -66,3 +66,23 @@ def test_the_sql_storages_write_the_shared_sql_once() -> None:
     assert {"_get_thread", "_list_messages", "_mark_indexed"} <= shared
     again = [f"{c.__name__}.{n}" for c in (LibSQLStorage, PgStorage) for n in shared & set(vars(c))]
     assert not again
+
+
+def test_no_vector_store_adapter_names_the_partition_keys() -> None:
+    """The tenant scope is the contract's `partition`, not a filter an adapter decodes: no
+    adapter's vector store names `resource_id` or `thread_id` (storages keep them as
+    columns), and the recall path never reaches `EVERYWHERE`."""
+    keys = {"resource_id", "thread_id"}
+    named = [
+        f"{p.relative_to(ROOT)}:{node.lineno}"
+        for p in sorted((ROOT / "adapters").rglob("*.py"))
+        if not p.name.endswith("storage.py") and p.name != "word_index.py"
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, ast.Constant) and node.value in keys
+    ]
+    assert not named
+    recall_path = [
+        *sorted((ROOT / "core" / "recall").glob("*.py")),
+        ROOT / "core/api/operations.py",
+    ]
+    assert not [str(p.relative_to(ROOT)) for p in recall_path if "EVERYWHERE" in p.read_text()]

@@ -14,6 +14,7 @@ from recallstack.adapters.chroma.store import ChromaVectorStore, connect, score_
 from recallstack.adapters.chroma.targets import server
 from recallstack.core.errors import BackendError, IndexNotFoundError, InvalidInputError
 from recallstack.core.runtime.registry import registry
+from recallstack.core.vectors import EVERYWHERE
 
 
 def test_shadow_keys_and_round_trip() -> None:
@@ -102,19 +103,30 @@ def test_a_server_on_an_ipv6_host(tmp_path: Path) -> None:
         assert url.startswith("chroma+http://[::1]:")
         store = registry().vector_store(url)
         store.create_index("six", 2)
-        store.upsert("six", ["a"], [[1, 0]])
-        assert [r.id for r in store.query("six", [1, 0], 1)] == ["a"]
+        store.upsert("six", ["a"], [[1, 0]], partition=EVERYWHERE)
+        assert [r.id for r in store.query("six", [1, 0], 1, partition=EVERYWHERE)] == ["a"]
 
 
 def test_rewriting_a_record_drops_its_old_keys(tmp_path: Path) -> None:
     store = registry().vector_store(f"chroma:///{tmp_path}")
     store.create_index("i", 2)
-    store.upsert("i", ["a"], [[1, 0]], [{"old": 1, "k": None}])
-    store.upsert("i", ["b", "a"], [[0, 1], [1, 0]], [{"old": 3}, {"new": 2}])  # one new, one not
-    assert [r.id for r in store.query("i", [1, 0], 5, filter={"old": {"$exists": True}})] == ["b"]
-    assert store.query("i", [1, 0], 5, filter={"k": None})[0].metadata == {"new": 2}
-    store.update("i", id="a", metadata={"k": True})
-    assert store.query("i", [1, 0], 5, filter={"new": {"$exists": True}}) == []
+    store.upsert("i", ["a"], [[1, 0]], [{"old": 1, "k": None}], partition=EVERYWHERE)
+    store.upsert(
+        "i", ["b", "a"], [[0, 1], [1, 0]], [{"old": 3}, {"new": 2}], partition=EVERYWHERE
+    )  # one new, one not
+    assert [
+        r.id
+        for r in store.query(
+            "i", [1, 0], 5, filter={"old": {"$exists": True}}, partition=EVERYWHERE
+        )
+    ] == ["b"]
+    assert store.query("i", [1, 0], 5, filter={"k": None}, partition=EVERYWHERE)[0].metadata == {
+        "new": 2
+    }
+    store.update("i", id="a", metadata={"k": True}, partition=EVERYWHERE)
+    assert (
+        store.query("i", [1, 0], 5, filter={"new": {"$exists": True}}, partition=EVERYWHERE) == []
+    )
     assert store.describe_index("i").count == 2
 
 
@@ -127,21 +139,25 @@ def test_above_exact_below_hnsw_answers_and_ties_sort_by_id(tmp_path: Path) -> N
     data = rng.normal(size=(300, 8)).astype(np.float32)
     data[100:115] = data[0]  # fifteen copies of one vector: ties across the top 10
     meta = [{"half": "a" if i % 2 else "b"} for i in range(300)]
-    store.upsert("big", [f"v{i:03d}" for i in range(300)], data, meta)
-    hits = store.query("big", data[0], 10)
+    store.upsert("big", [f"v{i:03d}" for i in range(300)], data, meta, partition=EVERYWHERE)
+    hits = store.query("big", data[0], 10, partition=EVERYWHERE)
     assert [h.id for h in hits] == ["v000", *[f"v{i}" for i in range(100, 109)]]
     assert "big" in store._large
-    (hit,) = store.query("big", data[7], 1, include_vector=True)
+    (hit,) = store.query("big", data[7], 1, include_vector=True, partition=EVERYWHERE)
     assert (hit.id, hit.metadata) == ("v007", {"half": "a"})
     assert hit.vector == pytest.approx(data[7].tolist())
     found = 0
     for q in data[200:220]:
-        truth = {h.id for h in exact.query("big", q, 10, filter={"half": "a"})}
-        got = store.query("big", q, 10, filter={"half": "a"})  # 150 match: HNSW with a filter
+        truth = {
+            h.id for h in exact.query("big", q, 10, filter={"half": "a"}, partition=EVERYWHERE)
+        }
+        got = store.query(
+            "big", q, 10, filter={"half": "a"}, partition=EVERYWHERE
+        )  # 150 match: HNSW with a filter
         assert len(got) == 10 and all(h.metadata == {"half": "a"} for h in got)
         found += len(truth & {h.id for h in got})
     assert found / 200 >= 0.9
-    store.delete("big", filter={"half": "a"})
+    store.delete("big", filter={"half": "a"}, partition=EVERYWHERE)
     assert "big" not in store._large  # a delete may have made it small again
 
 
@@ -149,11 +165,11 @@ def test_a_server_that_goes_away_is_a_backend_error() -> None:
     with server() as url:
         store = registry().vector_store(url)
         store.create_index("i", 2)
-        store.upsert("i", ["a"], [[1, 0]])
+        store.upsert("i", ["a"], [[1, 0]], partition=EVERYWHERE)
         with pytest.raises(IndexNotFoundError):
-            store.query("missing", [1, 0], 1)
+            store.query("missing", [1, 0], 1, partition=EVERYWHERE)
     with pytest.raises(BackendError, match=r"^chroma: ") as err:
-        store.query("i", [1, 0], 1)
+        store.query("i", [1, 0], 1, partition=EVERYWHERE)
     assert err.value.__cause__ is not None
     with pytest.raises(BackendError, match=r"^chroma: "):
         registry().vector_store(url)
@@ -163,10 +179,10 @@ def test_a_candidate_deleted_before_its_metadata_is_read_is_left_out(tmp_path: P
     """An exact query reads embeddings, then the winners' metadata: a delete may fall between."""
     store = ChromaVectorStore(f"chroma:///{tmp_path}")
     store.create_index("i", 2)
-    store.upsert("i", ["a", "b"], [[1, 0], [0, 1]], [{"k": 1}, {"k": 2}])
+    store.upsert("i", ["a", "b"], [[1, 0], [0, 1]], [{"k": 1}, {"k": 2}], partition=EVERYWHERE)
     collection = store._collection("i")
     candidates = collection.get(include=["embeddings"])
-    store.delete("i", ids=["a"])
+    store.delete("i", ids=["a"], partition=EVERYWHERE)
     query = np.array([1, 0], dtype=np.float32)
     hits = store._exact(collection, candidates, query, "cosine", 2, False, None)
     assert [(h.id, h.metadata) for h in hits] == [("b", {"k": 2})]

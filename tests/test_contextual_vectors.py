@@ -18,6 +18,7 @@ from recallstack.core.api.memory import Memory
 from recallstack.core.errors import InvalidInputError
 from recallstack.core.messages import Message
 from recallstack.core.runtime.config import FUSION_DEFAULTS, HybridConfig
+from recallstack.core.vectors import EVERYWHERE
 from recallstack.embedders.hashing import HashEmbedder
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
@@ -56,7 +57,14 @@ def stored(memory: Memory, message_id: str, index: str = CONTEXT_INDEX) -> tuple
     assert memory.semantic is not None
     store = memory.semantic.vector
     probe = np.ones(EMBEDDER.dimension, dtype=np.float32)
-    found = store.query(index, probe, 5, filter={"message_id": message_id}, include_vector=True)
+    found = store.query(
+        index,
+        probe,
+        5,
+        filter={"message_id": message_id},
+        include_vector=True,
+        partition=EVERYWHERE,
+    )
     return (found[0].vector, found[0].metadata) if found else (None, None)
 
 

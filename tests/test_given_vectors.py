@@ -16,6 +16,7 @@ from recallstack.core.api.async_memory import AsyncMemory
 from recallstack.core.api.memory import Memory
 from recallstack.core.errors import InvalidInputError
 from recallstack.core.messages import Message
+from recallstack.core.vectors import EVERYWHERE
 from recallstack.embedders.hashing import HashEmbedder
 
 DIMENSION = 64
@@ -50,10 +51,10 @@ def test_given_vectors_are_written_and_the_rest_embedded() -> None:
         assert saved.indexed == ["m0", "m1", "m2"]
         assert mem.semantic is not None
         store, name = mem.semantic.vector, mem.semantic.index_name()
-        hits = store.query(name, unit(1), 1, include_vector=True)
+        hits = store.query(name, unit(1), 1, include_vector=True, partition=EVERYWHERE)
         assert hits[0].id == "m1" and hits[0].vector == pytest.approx(unit(1))
         embedded = mem.semantic.embedder.embedder.embed(["note number 2"])[0]
-        third = store.query(name, embedded, 1)
+        third = store.query(name, embedded, 1, partition=EVERYWHERE)
         assert third[0].id == "m2" and third[0].score == pytest.approx(1.0)
 
 
@@ -96,7 +97,9 @@ def test_async_memory_takes_them_too() -> None:
             await mem.create_thread("ada", thread_id="t")
             await mem.save_messages(messages(), vectors={"m0": np.asarray(unit(5))})
             assert mem.semantic is not None
-            hit = mem.semantic.vector.query(mem.semantic.index_name(), unit(5), 1)
+            hit = mem.semantic.vector.query(
+                mem.semantic.index_name(), unit(5), 1, partition=EVERYWHERE
+            )
             assert hit[0].id == "m0" and hit[0].score == pytest.approx(1.0)
 
     asyncio.run(main())

@@ -26,6 +26,7 @@ from recallstack.core.errors import BackendError, InvalidInputError
 from recallstack.core.messages import Message
 from recallstack.core.records import Include, Thread
 from recallstack.core.runtime.registry import registry
+from recallstack.core.vectors import EVERYWHERE
 
 
 @pytest.mark.parametrize(
@@ -257,14 +258,14 @@ def test_a_failed_batch_writes_nothing(tmp_path: Path) -> None:
 def test_injection_changes_nothing_else(tmp_path: Path) -> None:
     store = LibSQLVectorStore(f"libsql:///{tmp_path / 'inj.db'}")
     store.create_index("i", 2)
-    store.upsert("i", ["a", "b"], [[1, 0], [0, 1]], [{"k": "x"}, {"k": "y"}])
+    store.upsert("i", ["a", "b"], [[1, 0], [0, 1]], [{"k": "x"}, {"k": "y"}], partition=EVERYWHERE)
     evil = ["x' OR '1'='1", 'x"); DROP TABLE rsv; --', "k$[0]", "') OR 1=1 --", "*/ 1 /*"]
     for text in [*evil, "$.k"]:
-        assert store.query("i", [1, 0], 5, filter={"k": text}) == []
-        store.delete("i", filter={"k": text})
+        assert store.query("i", [1, 0], 5, filter={"k": text}, partition=EVERYWHERE) == []
+        store.delete("i", filter={"k": text}, partition=EVERYWHERE)
     for key in evil:
-        assert store.query("i", [1, 0], 5, filter={key: "x"}) == []
-        store.delete("i", filter={key: {"$exists": True}})
+        assert store.query("i", [1, 0], 5, filter={key: "x"}, partition=EVERYWHERE) == []
+        store.delete("i", filter={key: {"$exists": True}}, partition=EVERYWHERE)
     assert store.describe_index("i").count == 2
     tables = {r[0] for r in store.db.query("SELECT name FROM sqlite_master WHERE type='table'")}
     assert table_name("i") in tables
@@ -274,25 +275,26 @@ def test_another_process_sees_writes_on_its_next_query(tmp_path: Path) -> None:
     url = f"libsql:///{tmp_path / 'shared.db'}"
     store = LibSQLVectorStore(url)
     store.create_index("i", 2)
-    store.upsert("i", ["a"], [[1, 0]])
-    assert [r.id for r in store.query("i", [0, 1], 5)] == ["a"]  # cached now
+    store.upsert("i", ["a"], [[1, 0]], partition=EVERYWHERE)
+    assert [r.id for r in store.query("i", [0, 1], 5, partition=EVERYWHERE)] == ["a"]  # cached now
 
     def other(code: str) -> None:
         script = textwrap.dedent(
             f"""
             from recallstack.adapters.libsql.vector import LibSQLVectorStore
+            from recallstack.core.vectors import EVERYWHERE
             store = LibSQLVectorStore({url!r})
             {code}
             """
         )
         subprocess.run([sys.executable, "-c", script], check=True, cwd=tmp_path)
 
-    other("store.upsert('i', ['b', 'a'], [[0, 1], [0.5, 0.5]])")
-    results = store.query("i", [0, 1], 5, include_vector=True)
+    other("store.upsert('i', ['b', 'a'], [[0, 1], [0.5, 0.5]], partition=EVERYWHERE)")
+    results = store.query("i", [0, 1], 5, include_vector=True, partition=EVERYWHERE)
     assert [r.id for r in results] == ["b", "a"]
     assert np.allclose(results[1].vector or [], [0.5, 0.5])
-    other("store.delete('i', ids=['b'])")
-    assert [r.id for r in store.query("i", [0, 1], 5)] == ["a"]
+    other("store.delete('i', ids=['b'], partition=EVERYWHERE)")
+    assert [r.id for r in store.query("i", [0, 1], 5, partition=EVERYWHERE)] == ["a"]
     other("store.delete_index('i')")
     assert store.list_indexes() == []
 
@@ -305,21 +307,21 @@ def test_diskann_is_an_opt_in(tmp_path: Path) -> None:
     ids = [f"v{i}" for i in range(300)]
     meta = [{"even": i % 2 == 0} for i in range(300)]
     for name in ("ann", "exact"):
-        store.upsert(name, ids, data, meta)
+        store.upsert(name, ids, data, meta, partition=EVERYWHERE)
     indexes = {r[0] for r in store.db.query("SELECT name FROM sqlite_master WHERE type='index'")}
     assert f"{table_name('ann')}_ann" in indexes
     assert f"{table_name('exact')}_ann" not in indexes
     found = total = 0
     for q in data[:20] + 0.01:
-        approximate = store.query("ann", q, 10)
-        exact = store.query("exact", q, 10)
+        approximate = store.query("ann", q, 10, partition=EVERYWHERE)
+        exact = store.query("exact", q, 10, partition=EVERYWHERE)
         found += len({r.id for r in approximate} & {r.id for r in exact})
         total += 10
-        exact_scores = {r.id: r.score for r in store.query("exact", q, 300)}
+        exact_scores = {r.id: r.score for r in store.query("exact", q, 300, partition=EVERYWHERE)}
         assert all(abs(r.score - exact_scores[r.id]) < 1e-5 for r in approximate)
         # filtered queries take the exact path
-        assert store.query("ann", q, 5, filter={"even": True}) == store.query(
-            "exact", q, 5, filter={"even": True}
+        assert store.query("ann", q, 5, filter={"even": True}, partition=EVERYWHERE) == store.query(
+            "exact", q, 5, filter={"even": True}, partition=EVERYWHERE
         )
     assert found / total >= 0.9
 
@@ -460,14 +462,14 @@ def test_a_save_neither_reloads_nor_copies_what_other_stores_hold(tmp_path: Path
     name = writer.semantic.index_name()  # type: ignore[union-attr]
     reader = LibSQLVectorStore(url)
     probe = np.ones(16, dtype=np.float32)
-    reader.query(name, probe, 5)
+    reader.query(name, probe, 5, partition=EVERYWHERE)
     before = reader._snapshots[name]
     delete_version = before.delete_version
 
     writer.save_messages(
         [Message(id=f"b{i}", thread_id="t", role="user", content=f"y {i}") for i in range(5)]
     )
-    assert len(reader.query(name, probe, 100)) == 55
+    assert len(reader.query(name, probe, 100, partition=EVERYWHERE)) == 55
     after = reader._snapshots[name]
     assert after.delete_version == delete_version  # no reload
     assert after.rows is before.rows  # appended in place, nothing copied

@@ -22,7 +22,7 @@ from recallstack.core.contracts.storage import Storage
 from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.errors import InvalidInputError, NotFoundError, UnsupportedFeatureError
 from recallstack.core.messages import Message
-from recallstack.core.vectors import Matrix
+from recallstack.core.vectors import EVERYWHERE, Matrix
 from recallstack.embedders.hashing import HashEmbedder
 
 T0 = datetime(2024, 1, 15, 10, 30, tzinfo=UTC)
@@ -280,8 +280,11 @@ def test_reserved_keys_win_over_thread_metadata(backends: tuple[Storage, VectorS
     memory.create_thread("ada", thread_id="t", metadata={"thread_id": "evil", "role": "x", "k": 1})
     memory.save_messages([Message(id="m", thread_id="t", role="user", content="hello there")])
     (hit,) = backends[1].query(
-        memory.semantic.index_name(), HashEmbedder(384).embed(["hello"])[0], 1
-    )  # type: ignore[union-attr]
+        memory.semantic.index_name(),  # type: ignore[union-attr]
+        HashEmbedder(384).embed(["hello"])[0],
+        1,
+        partition=EVERYWHERE,
+    )
     assert hit.metadata["thread_id"] == "t"
     assert hit.metadata["role"] == "user"
     assert hit.metadata["resource_id"] == "ada"
@@ -462,7 +465,7 @@ def test_update_thread_reports_a_failed_recopy_and_reindex_repairs_it() -> None:
     assert [m.id for m in memory.storage.unindexed(name)] == ["m0", "m1", "m2"]
     store.broken = False
     assert memory.reindex().indexed == 3
-    hits = store.query(name, HashEmbedder(64).embed(["note"])[0], 10)
+    hits = store.query(name, HashEmbedder(64).embed(["note"])[0], 10, partition=EVERYWHERE)
     assert {h.metadata["topic"] for h in hits} == {"new"}
 
 
@@ -476,7 +479,12 @@ def test_a_shorter_edit_leaves_no_stale_chunk() -> None:
     name = memory.semantic.index_name()  # type: ignore[union-attr]
 
     def chunks() -> set[str]:
-        return {h.id for h in store.query(name, HashEmbedder(64).embed(["word"])[0], 100)}
+        return {
+            h.id
+            for h in store.query(
+                name, HashEmbedder(64).embed(["word"])[0], 100, partition=EVERYWHERE
+            )
+        }
 
     for content, expected in [
         (long, {"m#0", "m#1", "m#2"}),
@@ -688,6 +696,7 @@ def test_a_save_reads_its_thread_once(
             memory.semantic.index_name(),
             memory.semantic.embedder.embed(["edited"])[0],
             1,  # type: ignore[union-attr]
+            partition=EVERYWHERE,
         )[0].metadata["project"]
         == "x"
     )

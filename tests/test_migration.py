@@ -27,7 +27,7 @@ from recallstack.core.api.migration import (
 from recallstack.core.errors import InvalidInputError
 from recallstack.core.messages import Message
 from recallstack.core.records import Resource
-from recallstack.core.vectors import Matrix
+from recallstack.core.vectors import EVERYWHERE, Matrix
 from recallstack.embedders.hashing import HashEmbedder
 
 EMBEDDER = "hash/16"
@@ -145,7 +145,12 @@ def stored(url: str, ids: list[str]) -> dict[str, list[float]]:
         assert memory.semantic is not None
         name = memory.semantic.index_name()
         hits = memory.semantic.vector.query(
-            name, [1.0] * 16, len(ids), filter={"message_id": {"$in": ids}}, include_vector=True
+            name,
+            [1.0] * 16,
+            len(ids),
+            filter={"message_id": {"$in": ids}},
+            include_vector=True,
+            partition=EVERYWHERE,
         )
         return {h.id: h.vector for h in hits if h.vector is not None}
 
@@ -335,7 +340,7 @@ def test_the_check_lists_every_difference(tmp_path: Path) -> None:
             [Message(id="stray", thread_id="t00003", role="user", content="x")]
         )
         assert theirs.vector is not None and theirs.semantic is not None
-        theirs.vector.delete(theirs.semantic.index_name(), ids=["t00000-m3"])
+        theirs.vector.delete(theirs.semantic.index_name(), ids=["t00000-m3"], partition=EVERYWHERE)
         result = Migration()
         verify(mine, theirs, result)
         found = "\n".join(result.problems)

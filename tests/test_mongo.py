@@ -35,6 +35,7 @@ from recallstack.adapters.mongo.vector import MongoVectorStore
 from recallstack.core.errors import BackendError, InvalidInputError, UnsupportedFeatureError
 from recallstack.core.filters import parse_filter
 from recallstack.core.runtime.registry import registry
+from recallstack.core.vectors import EVERYWHERE, Partition
 
 
 @pytest.fixture
@@ -102,10 +103,9 @@ def test_metadata_keys_are_stored_encoded_and_read_back(any_url: str) -> None:
         "0": "zero",
         "a b": {"c$d": 1},
         "tags": ["x", "y"],
-        "resource_id": "ada",
         "at": 2**40,
     }
-    store.upsert("i", ["v"], [[1.0, 0.0]], [metadata])
+    store.upsert("i", ["v"], [[1.0, 0.0]], [metadata], partition=Partition("ada"))
     (raw,) = store.db[store._entry("i")["collection"]].find()  # type: ignore[index]
     assert raw["m"] == {
         "-d0": "zero",
@@ -114,16 +114,25 @@ def test_metadata_keys_are_stored_encoded_and_read_back(any_url: str) -> None:
         "resource_id": "ada",
         "at": 2**40,
     }
-    (hit,) = store.query("i", [1.0, 0.0], 1)
-    assert hit.metadata == metadata and type(hit.metadata["at"]) is int  # not bson.Int64
+    (hit,) = store.query("i", [1.0, 0.0], 1, partition=Partition("ada"))
+    assert hit.metadata == {**metadata, "resource_id": "ada"}
+    assert type(hit.metadata["at"]) is int  # not bson.Int64
 
 
 def test_a_digit_key_is_never_a_list_position(any_url: str) -> None:
     """MQL reads `tags.0` as the first element of `tags`; the filter language does not."""
     store = MongoVectorStore(any_url)
     store.create_index("i", 2)
-    store.upsert("i", ["list", "object"], [[1, 0], [0, 1]], [{"t": ["x"]}, {"t": {"0": "x"}}])
-    assert [h.id for h in store.query("i", [1, 0], 5, filter={"t.0": "x"})] == ["object"]
+    store.upsert(
+        "i",
+        ["list", "object"],
+        [[1, 0], [0, 1]],
+        [{"t": ["x"]}, {"t": {"0": "x"}}],
+        partition=EVERYWHERE,
+    )
+    assert [
+        h.id for h in store.query("i", [1, 0], 5, filter={"t.0": "x"}, partition=EVERYWHERE)
+    ] == ["object"]
     assert [field_name(k) for k in ("0", "12", " 5", "a1")] == ["-d0", "-d12", "-d-205", "a1"]
     assert [key_name(field_name(k)) for k in ("0", "12", " 5", "a1")] == ["0", "12", " 5", "a1"]
 
@@ -131,17 +140,41 @@ def test_a_digit_key_is_never_a_list_position(any_url: str) -> None:
 def test_operator_looking_values_match_literally(any_url: str) -> None:
     store = MongoVectorStore(any_url)
     store.create_index("i", 2)
-    store.upsert("i", ["a", "b"], [[1, 0], [0, 1]], [{"s": "$gt"}, {"s": {"q": "$where"}}])
-    assert [h.id for h in store.query("i", [1, 0], 5, filter={"s": "$gt"})] == ["a"]
-    assert [h.id for h in store.query("i", [1, 0], 5, filter={"s.q": {"$in": ["$where"]}})] == ["b"]
-    assert store.query("i", [1, 0], 5, filter={"s": {"$gte": "$gt", "$lt": "$gu"}})[0].id == "a"
+    store.upsert(
+        "i",
+        ["a", "b"],
+        [[1, 0], [0, 1]],
+        [{"s": "$gt"}, {"s": {"q": "$where"}}],
+        partition=EVERYWHERE,
+    )
+    assert [
+        h.id for h in store.query("i", [1, 0], 5, filter={"s": "$gt"}, partition=EVERYWHERE)
+    ] == ["a"]
+    assert [
+        h.id
+        for h in store.query(
+            "i", [1, 0], 5, filter={"s.q": {"$in": ["$where"]}}, partition=EVERYWHERE
+        )
+    ] == ["b"]
+    assert (
+        store.query(
+            "i", [1, 0], 5, filter={"s": {"$gte": "$gt", "$lt": "$gu"}}, partition=EVERYWHERE
+        )[0].id
+        == "a"
+    )
 
 
 def test_an_integer_mongodb_cannot_hold_is_refused_before_anything_is_written(any_url: str) -> None:
     store = MongoVectorStore(any_url)
     store.create_index("i", 2)
     with pytest.raises(InvalidInputError, match=r"ok\.n: .* outside the 64-bit integers"):
-        store.upsert("i", ["fine", "ok"], [[1, 0], [0, 1]], [{"n": 2**63 - 1}, {"n": 2**63}])
+        store.upsert(
+            "i",
+            ["fine", "ok"],
+            [[1, 0], [0, 1]],
+            [{"n": 2**63 - 1}, {"n": 2**63}],
+            partition=EVERYWHERE,
+        )
     assert store.describe_index("i").count == 0
 
 
@@ -300,11 +333,12 @@ def test_atlas_candidates_are_checked_and_more_are_fetched_until_top_k_match() -
     ranking = [{"_id": f"d{n:03d}", "m": {"n": n}} for n in range(500)]
     atlas = _Atlas(ranking)
     node = parse_filter({"n": {"$gte": 100}})
-    found = list(AtlasSearch(1).candidates(atlas, np.ones(2, np.float32), 5, node))
+    found = list(AtlasSearch(1).candidates(atlas, np.ones(2, np.float32), 5, node, None))
     assert [d["m"]["n"] for d in found][:5] == [100, 101, 102, 103, 104]
     assert atlas.limits == [20, 80, 320]  # four times top_k, then four times more each round
     everything = _Atlas(ranking[:30])
-    assert len(list(AtlasSearch(1).candidates(everything, np.ones(2, np.float32), 5, node))) == 0
+    found = AtlasSearch(1).candidates(everything, np.ones(2, np.float32), 5, node, None)
+    assert len(list(found)) == 0
     assert everything.limits == [20, 80]  # fewer results than asked: Atlas has no more
 
 

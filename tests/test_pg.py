@@ -12,13 +12,13 @@ import psycopg
 import pytest
 
 from recallstack.adapters.pg.database import JSONB_OID, Database, jsonb_loader
-from recallstack.adapters.pg.sql_filters import compile_filter
+from recallstack.adapters.pg.sql_filters import in_partition
 from recallstack.adapters.pg.storage import MIGRATIONS, PgStorage
 from recallstack.adapters.pg.vector import PgVectorStore
 from recallstack.adapters.table_names import table_name
 from recallstack.core.errors import BackendError, IndexNotFoundError, InvalidInputError
-from recallstack.core.filters import parse_filter
 from recallstack.core.runtime.registry import registry
+from recallstack.core.vectors import EVERYWHERE, Partition
 
 
 def indexes(url: str, table: str) -> set[str]:
@@ -39,11 +39,13 @@ def test_a_selective_filter_is_answered_exactly(pg_url: str) -> None:
     rng = np.random.default_rng(0)
     data = rng.normal(size=(3000, 16)).astype(np.float32)
     meta = [{"bucket": "rare" if i % 1000 == 0 else "common"} for i in range(3000)]
-    store.upsert("i", [f"v{i}" for i in range(3000)], data, meta)
+    store.upsert("i", [f"v{i}" for i in range(3000)], data, meta, partition=EVERYWHERE)
     query = -data[0]  # the rare rows are not near the query
-    hits = store.query("i", query, 10, filter={"bucket": "rare"})
+    hits = store.query("i", query, 10, filter={"bucket": "rare"}, partition=EVERYWHERE)
     assert sorted(h.id for h in hits) == ["v0", "v1000", "v2000"]
-    exact = PgVectorStore(pg_url, search="exact").query("i", query, 10, filter={"bucket": "rare"})
+    exact = PgVectorStore(pg_url, search="exact").query(
+        "i", query, 10, filter={"bucket": "rare"}, partition=EVERYWHERE
+    )
     assert [(h.id, round(h.score, 5)) for h in hits] == [(h.id, round(h.score, 5)) for h in exact]
 
 
@@ -52,12 +54,13 @@ def test_hnsw_recall_against_exact(pg_url: str) -> None:
     exact = PgVectorStore(pg_url, search="exact")
     store.create_index("h", 32)
     data = np.random.default_rng(1).normal(size=(2000, 32)).astype(np.float32)
-    store.upsert("h", [f"v{i}" for i in range(2000)], data)
+    store.upsert("h", [f"v{i}" for i in range(2000)], data, partition=EVERYWHERE)
     assert f"{table_name('h')}_ann" in indexes(pg_url, table_name("h"))
     found = 0
     for q in data[:20] + 0.05:
         found += len(
-            {r.id for r in store.query("h", q, 10)} & {r.id for r in exact.query("h", q, 10)}
+            {r.id for r in store.query("h", q, 10, partition=EVERYWHERE)}
+            & {r.id for r in exact.query("h", q, 10, partition=EVERYWHERE)}
         )
     assert found / 200 >= 0.95
 
@@ -67,12 +70,12 @@ def test_ivfflat_waits_for_enough_rows(pg_url: str) -> None:
     store.create_index("ivf", 8, config={"type": "ivfflat", "lists": 2})
     table = table_name("ivf")
     data = np.random.default_rng(2).normal(size=(30, 8)).astype(np.float32)
-    store.upsert("ivf", [f"v{i}" for i in range(10)], data[:10])
+    store.upsert("ivf", [f"v{i}" for i in range(10)], data[:10], partition=EVERYWHERE)
     assert f"{table}_ann" not in indexes(pg_url, table)
-    assert len(store.query("ivf", data[0], 5)) == 5  # exact until then
-    store.upsert("ivf", [f"v{i}" for i in range(10, 30)], data[10:])
+    assert len(store.query("ivf", data[0], 5, partition=EVERYWHERE)) == 5  # exact until then
+    store.upsert("ivf", [f"v{i}" for i in range(10, 30)], data[10:], partition=EVERYWHERE)
     assert f"{table}_ann" in indexes(pg_url, table)
-    assert store.query("ivf", data[3], 1)[0].id == "v3"
+    assert store.query("ivf", data[3], 1, partition=EVERYWHERE)[0].id == "v3"
 
 
 def test_build_index_after_a_bulk_load(pg_url: str) -> None:
@@ -81,10 +84,10 @@ def test_build_index_after_a_bulk_load(pg_url: str) -> None:
     table = table_name("bulk")
     assert f"{table}_ann" not in indexes(pg_url, table)
     data = np.random.default_rng(3).normal(size=(200, 8)).astype(np.float32)
-    store.upsert("bulk", [f"v{i}" for i in range(200)], data)
+    store.upsert("bulk", [f"v{i}" for i in range(200)], data, partition=EVERYWHERE)
     store.build_index("bulk", {"type": "hnsw", "m": 8})
     assert f"{table}_ann" in indexes(pg_url, table)
-    assert store.query("bulk", data[7], 1)[0].id == "v7"
+    assert store.query("bulk", data[7], 1, partition=EVERYWHERE)[0].id == "v7"
     with pytest.raises(IndexNotFoundError):
         store.build_index("nope", {"type": "hnsw"})
 
@@ -95,21 +98,26 @@ def test_an_index_dropped_elsewhere_is_missing(pg_url: str) -> None:
     other = PgVectorStore(pg_url)
     other.delete_index("gone")
     with pytest.raises(IndexNotFoundError):
-        store.query("gone", [1.0, 0.0], 1)
+        store.query("gone", [1.0, 0.0], 1, partition=EVERYWHERE)
 
 
 def test_injection_changes_nothing_else(pg_url: str) -> None:
     store = PgVectorStore(pg_url)
     store.create_index("inj", 2)
-    store.upsert("inj", ["a", "b"], [[1, 0], [0, 1]], [{"k": "x"}, {"k": "y"}])
+    store.upsert(
+        "inj", ["a", "b"], [[1, 0], [0, 1]], [{"k": "x"}, {"k": "y"}], partition=EVERYWHERE
+    )
     evil = ["x' OR '1'='1", 'x"); DROP TABLE recallstack_schema; --', "k$[0]", "') OR 1=1 --"]
     for text in [*evil, "$.k", '{"k": "x"}']:
-        assert store.query("inj", [1, 0], 5, filter={"k": text}) == []
-        assert store.query("inj", [1, 0], 5, filter={"k": {"$gt": text}}) != [] or text > "y"
-        store.delete("inj", filter={"k": text})
+        assert store.query("inj", [1, 0], 5, filter={"k": text}, partition=EVERYWHERE) == []
+        assert (
+            store.query("inj", [1, 0], 5, filter={"k": {"$gt": text}}, partition=EVERYWHERE) != []
+            or text > "y"
+        )
+        store.delete("inj", filter={"k": text}, partition=EVERYWHERE)
     for key in evil:
-        assert store.query("inj", [1, 0], 5, filter={key: "x"}) == []
-        store.delete("inj", filter={key: {"$exists": True}})
+        assert store.query("inj", [1, 0], 5, filter={key: "x"}, partition=EVERYWHERE) == []
+        store.delete("inj", filter={key: {"$exists": True}}, partition=EVERYWHERE)
     assert store.describe_index("inj").count == 2
     assert store.db.query("SELECT count(*) FROM recallstack_schema")[0][0] >= 1
 
@@ -117,7 +125,9 @@ def test_injection_changes_nothing_else(pg_url: str) -> None:
 def test_migrates_an_older_schema(pg_url: str) -> None:
     old = Database(pg_url, vector=False)
     old.migrate("storage", MIGRATIONS[:1])
-    old.query("INSERT INTO recallstack_threads VALUES ('t', 'r', 'kept', '{}', now(), now())")
+    old.query(
+        "INSERT INTO recallstack_threads VALUES ('t', 'r', 'kept', '{}', now(), now())",
+    )
     for message_id, role, text in [("a", "user", "Lisbon hotel"), ("b", "system", "Lisbon")]:
         old.query(
             "INSERT INTO recallstack_messages VALUES (%s, 't', 'r', %s, to_jsonb(%s::text), "
@@ -154,13 +164,15 @@ def test_an_unselective_filter_still_fills_top_k(pg_url: str) -> None:
     store.create_index("u", 16)
     data = np.random.default_rng(4).normal(size=(3000, 16)).astype(np.float32)
     meta = [{"bucket": "some" if i % 50 == 0 else "other"} for i in range(3000)]
-    store.upsert("u", [f"v{i}" for i in range(3000)], data, meta)
+    store.upsert("u", [f"v{i}" for i in range(3000)], data, meta, partition=EVERYWHERE)
     found = 0
     for q in data[:10]:
-        hits = store.query("u", q, 10, filter={"bucket": "some"})
+        hits = store.query("u", q, 10, filter={"bucket": "some"}, partition=EVERYWHERE)
         assert len(hits) == 10
         assert all(h.metadata["bucket"] == "some" for h in hits)
-        truth = {h.id for h in exact.query("u", q, 10, filter={"bucket": "some"})}
+        truth = {
+            h.id for h in exact.query("u", q, 10, filter={"bucket": "some"}, partition=EVERYWHERE)
+        }
         found += len(truth & {h.id for h in hits})
     assert found / 100 >= 0.9
 
@@ -173,8 +185,10 @@ def test_a_callers_pool_is_used_committed_and_left_open(pg_url: str) -> None:
     with ConnectionPool(pg_url, min_size=1, max_size=1, configure=register_vector) as pool:
         store = PgVectorStore(pg_url, pool=pool)
         store.create_index("mine", 4)
-        store.upsert("mine", ["a", "b"], [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]])
-        store.delete("mine", ids=["b"])
+        store.upsert(
+            "mine", ["a", "b"], [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]], partition=EVERYWHERE
+        )
+        store.delete("mine", ids=["b"], partition=EVERYWHERE)
         assert pool.get_stats()["requests_num"] > 0
         store.close()
         assert not pool.closed
@@ -198,8 +212,8 @@ def test_a_pool_with_no_connection_to_give_is_a_backend_error(pg_url: str) -> No
         store = PgVectorStore(pg_url, pool=pool)
         store.create_index("busy", 2)
         with pool.connection(), pytest.raises(BackendError, match="postgres: couldn't get"):
-            store.query("busy", [1, 0], 1)
-        assert store.query("busy", [1, 0], 1) == []
+            store.query("busy", [1, 0], 1, partition=EVERYWHERE)
+        assert store.query("busy", [1, 0], 1, partition=EVERYWHERE) == []
 
 
 JSON_DOCUMENTS = [
@@ -288,20 +302,19 @@ LONG = "memory_messages_all_minilm_l6_v2_384"
 def test_every_index_of_a_long_named_table_exists(pg_url: str) -> None:
     """Postgres cuts names at 63 bytes; cut, `..._resource_id` and `..._resource_id_type`
     were one name, the second index was never made, and a scoped query scanned the
-    whole table."""
+    whole table. Each partition key's index is made, and a partition is an index lookup."""
     store = PgVectorStore(pg_url)
     store.create_index(LONG, 4, config={"type": "hnsw"})
     table = table_name(LONG)
-    assert len(f"{table}_resource_id_type") > 63
+    assert len(f"{table}_resource_id_type") > 63  # cut, as the type indexes were
     made = indexes(pg_url, table)
-    assert len(made) == 7  # primary key, metadata GIN, HNSW, two keys x (value, type)
+    assert len(made) == 5  # primary key, metadata GIN, HNSW, one per partition key
     assert all(len(name) <= 63 for name in made)
     rng = np.random.default_rng(0)
-    ids = [f"m{n}" for n in range(3000)]
-    store.upsert(
-        LONG, ids, rng.normal(size=(3000, 4)), [{"resource_id": f"r{n % 100}"} for n in range(3000)]
-    )
-    sql, params = compile_filter(parse_filter({"resource_id": "r7"}))
+    for r in range(100):
+        ids = [f"m{r}-{n}" for n in range(30)]
+        store.upsert(LONG, ids, rng.normal(size=(30, 4)), partition=Partition(f"r{r}"))
+    sql, params = in_partition(Partition("r7", "t1"))
     with psycopg.connect(pg_url) as conn:
         conn.execute(f"ANALYZE {table}")
         plan = "\n".join(
@@ -319,7 +332,7 @@ def test_an_older_schema_gets_the_indexes_it_missed(pg_url: str) -> None:
     wanted = indexes(pg_url, table)
     with psycopg.connect(pg_url, autocommit=True) as conn:  # as version 1 left it
         for name in wanted:
-            if name.endswith("_type"):
+            if name.endswith("_thread_id"):
                 conn.execute(f"DROP INDEX {name}")
         conn.execute("UPDATE recallstack_schema SET version = 1 WHERE component = 'vector'")
     assert indexes(pg_url, table) != wanted

@@ -16,6 +16,7 @@ from recallstack.adapters.pinecone.metadata import decode, encode
 from recallstack.adapters.pinecone.store import PineconeVectorStore, pinecone_name, record_id
 from recallstack.core.errors import BackendError, IndexNotFoundError, InvalidInputError
 from recallstack.core.runtime.registry import registry
+from recallstack.core.vectors import EVERYWHERE
 
 Emulated = tuple[Emulator, str]
 
@@ -76,9 +77,15 @@ def test_over_limit_records_are_refused_before_anything_is_sent(
     vectors.create_index("i", 2)
     sent = emulator.requests
     with pytest.raises(InvalidInputError, match="metadata of 'big': over Pinecone's 40,960 bytes"):
-        vectors.upsert("i", ["fine", "big"], [[1, 0], [0, 1]], [{"a": 1}, {"a": "x" * 41_000}])
+        vectors.upsert(
+            "i",
+            ["fine", "big"],
+            [[1, 0], [0, 1]],
+            [{"a": 1}, {"a": "x" * 41_000}],
+            partition=EVERYWHERE,
+        )
     with pytest.raises(InvalidInputError, match=r"l\[0\]: .* beyond the integers"):
-        vectors.upsert("i", ["n"], [[1, 0]], [{"l": [2**60]}])
+        vectors.upsert("i", ["n"], [[1, 0]], [{"l": [2**60]}], partition=EVERYWHERE)
     assert emulator.requests == sent
     assert vectors.describe_index("i").count == 0
 
@@ -93,10 +100,10 @@ def test_long_ids_round_trip(pinecone_emulator: Emulated) -> None:
     vectors = store(pinecone_emulator)
     vectors.create_index("i", 2)
     long_id = "m" * 1_000
-    vectors.upsert("i", [long_id, "#x"], [[1, 0], [0, 1]])
-    assert [h.id for h in vectors.query("i", [1, 0], 2)] == [long_id, "#x"]
-    vectors.delete("i", ids=[long_id])
-    assert [h.id for h in vectors.query("i", [1, 0], 2)] == ["#x"]
+    vectors.upsert("i", [long_id, "#x"], [[1, 0], [0, 1]], partition=EVERYWHERE)
+    assert [h.id for h in vectors.query("i", [1, 0], 2, partition=EVERYWHERE)] == [long_id, "#x"]
+    vectors.delete("i", ids=[long_id], partition=EVERYWHERE)
+    assert [h.id for h in vectors.query("i", [1, 0], 2, partition=EVERYWHERE)] == ["#x"]
 
 
 def test_a_store_needs_an_api_key_and_never_shows_it(
@@ -114,20 +121,20 @@ def test_a_store_needs_an_api_key_and_never_shows_it(
 
 def test_a_missing_index_is_index_not_found(pinecone_emulator: Emulated) -> None:
     with pytest.raises(IndexNotFoundError):
-        store(pinecone_emulator).query("nope", [1, 0], 1)
+        store(pinecone_emulator).query("nope", [1, 0], 1, partition=EVERYWHERE)
 
 
 def test_throttling_and_server_errors_are_retried(pinecone_emulator: Emulated) -> None:
     emulator, _ = pinecone_emulator
     vectors = store(pinecone_emulator)
     vectors.create_index("i", 2)
-    vectors.upsert("i", ["a"], [[1, 0]])
+    vectors.upsert("i", ["a"], [[1, 0]], partition=EVERYWHERE)
     emulator.fail(429, 2)
     before = emulator.requests
-    assert [h.id for h in vectors.query("i", [1, 0], 1)] == ["a"]
+    assert [h.id for h in vectors.query("i", [1, 0], 1, partition=EVERYWHERE)] == ["a"]
     assert emulator.requests - before == 3  # two refused, then the answer
     emulator.fail(503, 1)
-    vectors.upsert("i", ["b"], [[0, 1]])
+    vectors.upsert("i", ["b"], [[0, 1]], partition=EVERYWHERE)
     assert vectors.describe_index("i").count == 2
 
 
@@ -139,7 +146,7 @@ def test_a_lasting_failure_is_a_backend_error_with_the_services_message(
     vectors.create_index("i", 2)
     emulator.fail(500, 10)
     with pytest.raises(BackendError, match="scripted failure"):
-        vectors.query("i", [1, 0], 1)
+        vectors.query("i", [1, 0], 1, partition=EVERYWHERE)
 
 
 def test_the_emulator_enforces_the_services_limits(pinecone_emulator: Emulated) -> None:
@@ -176,7 +183,7 @@ def test_wide_vectors_go_in_requests_under_two_megabytes(pinecone_emulator: Emul
     vectors.create_index("wide", 1_536)
     rows = [[float(i + 1)] + [0.5] * 1_535 for i in range(600)]  # about 4.6 MB of JSON
     before = emulator.requests
-    vectors.upsert("wide", [f"w{i}" for i in range(600)], rows)
+    vectors.upsert("wide", [f"w{i}" for i in range(600)], rows, partition=EVERYWHERE)
     assert emulator.requests - before >= 3  # one request would be refused (413)
     assert vectors.describe_index("wide").count == 600
 
@@ -190,9 +197,11 @@ def test_a_filter_matching_more_than_one_query_returns_is_deleted_whole(
     count = 10_050
     ids = [f"m{i:05d}" for i in range(count)]
     metadata = [{"g": "a" if i % 2 == 0 or i >= 10_000 else "b"} for i in range(count)]
-    vectors.upsert("many", ids, [[1.0, i / count] for i in range(count)], metadata)
-    vectors.update("many", filter={"g": "b"}, metadata={"g": "a"})
-    vectors.delete("many", filter={"g": "a"})
+    vectors.upsert(
+        "many", ids, [[1.0, i / count] for i in range(count)], metadata, partition=EVERYWHERE
+    )
+    vectors.update("many", filter={"g": "b"}, metadata={"g": "a"}, partition=EVERYWHERE)
+    vectors.delete("many", filter={"g": "a"}, partition=EVERYWHERE)
     assert vectors.describe_index("many").count == 0
 
 
@@ -202,10 +211,10 @@ def test_an_index_deleted_by_another_store_is_a_backend_error_with_the_services_
     _, url = pinecone_emulator
     mine, theirs = store(pinecone_emulator), store(pinecone_emulator)
     mine.create_index("shared", 2)
-    mine.upsert("shared", ["a"], [[1, 0]])
+    mine.upsert("shared", ["a"], [[1, 0]], partition=EVERYWHERE)
     theirs.delete_index("shared")
     with pytest.raises(BackendError, match=r"pinecone: .*not found"):
-        mine.query("shared", [1, 0], 1)
+        mine.query("shared", [1, 0], 1, partition=EVERYWHERE)
     unreachable = registry().vector_store(url, host="http://127.0.0.1:1")
     with pytest.raises(BackendError, match="pinecone: "):
         unreachable.list_indexes()

@@ -22,6 +22,7 @@ from recallstack.core.errors import (
     UnsupportedFilterError,
 )
 from recallstack.core.runtime.registry import registry
+from recallstack.core.vectors import EVERYWHERE, Partition
 
 
 @pytest.mark.parametrize(
@@ -82,19 +83,21 @@ def test_edge_folder_reopens(tmp_path: Path) -> None:
     url = f"qdrant+edge:///{tmp_path / 'edge'}"
     store = registry().vector_store(url)
     store.create_index("i", 2)
-    store.upsert("i", ["a", "b"], [[1, 0], [0, 1]], [{"k": True}, {"k": False}])
+    store.upsert(
+        "i", ["a", "b"], [[1, 0], [0, 1]], [{"k": True}, {"k": False}], partition=EVERYWHERE
+    )
     store.close()
     again = registry().vector_store(url)
     assert again.list_indexes() == ["i"]
-    (hit,) = again.query("i", [1, 0], 1, filter={"k": True})
+    (hit,) = again.query("i", [1, 0], 1, filter={"k": True}, partition=EVERYWHERE)
     assert (hit.id, hit.metadata) == ("a", {"k": True})
 
 
 def test_local_mode_in_memory() -> None:
     store = registry().vector_store("qdrant+local://:memory:")
     store.create_index("i", 2, metric="euclidean")
-    store.upsert("i", ["a"], [[3, 4]])
-    (hit,) = store.query("i", [0, 0], 1, include_vector=True)
+    store.upsert("i", ["a"], [[3, 4]], partition=EVERYWHERE)
+    (hit,) = store.query("i", [0, 0], 1, include_vector=True, partition=EVERYWHERE)
     assert hit.score == pytest.approx(1 / (1 + 5))
     assert hit.vector == pytest.approx([3, 4])
 
@@ -103,8 +106,8 @@ def test_string_ranges_are_refused(tmp_path: Path) -> None:
     store = registry().vector_store(f"qdrant+edge:///{tmp_path}")
     store.create_index("i", 2)
     with pytest.raises(UnsupportedFilterError, match=r"qdrant-edge backend .* \$gt on strings"):
-        store.query("i", [1, 0], 1, filter={"name": {"$gt": "m"}})
-    assert store.query("i", [1, 0], 1, filter={"n": {"$gt": 1}}) == []
+        store.query("i", [1, 0], 1, filter={"name": {"$gt": "m"}}, partition=EVERYWHERE)
+    assert store.query("i", [1, 0], 1, filter={"n": {"$gt": 1}}, partition=EVERYWHERE) == []
 
 
 def test_edge_catalog_changes_made_elsewhere_are_seen(tmp_path: Path) -> None:
@@ -126,11 +129,11 @@ def test_local_mode_files_log_ahead_and_sync_every_commit(tmp_path: Path) -> Non
     url = f"qdrant+local:///{tmp_path / 'local'}"
     store = registry().vector_store(url)
     store.create_index("i", 2)
-    store.upsert("i", ["a"], [[1, 0]])
+    store.upsert("i", ["a"], [[1, 0]], partition=EVERYWHERE)
     store.close()
     store = registry().vector_store(url)
     store.create_index("j", 2)  # made after opening
-    store.upsert("j", ["b"], [[0, 1]])
+    store.upsert("j", ["b"], [[0, 1]], partition=EVERYWHERE)
     local = store.driver._blocking._client  # type: ignore[attr-defined]
     connections = [c.storage.storage for c in local.collections.values()]
     assert len(connections) == 3  # the catalog, i and j
@@ -144,8 +147,8 @@ def test_local_mode_files_log_ahead_and_sync_every_commit(tmp_path: Path) -> Non
         with sqlite3.connect(file) as connection:  # the mode stays in the file
             assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     store = registry().vector_store(url)
-    assert [h.id for h in store.query("i", [1, 0], 1)] == ["a"]
-    assert [h.id for h in store.query("j", [0, 1], 1)] == ["b"]
+    assert [h.id for h in store.query("i", [1, 0], 1, partition=EVERYWHERE)] == ["a"]
+    assert [h.id for h in store.query("j", [0, 1], 1, partition=EVERYWHERE)] == ["b"]
     store.close()
 
 
@@ -205,7 +208,9 @@ def test_local_mode_saves_killed_at_any_instant_are_repaired_by_reindex(tmp_path
         assert stored >= {i for i in ids if int(i.split("-")[1]) < done[i[0]]}
         unindexed = {m.id for m in store.unindexed(name, limit=10_000)}
         for message_id in sorted(stored - unindexed):
-            hits = semantic.vector.query(name, [1.0] * 32, 1, filter={"message_id": message_id})
+            hits = semantic.vector.query(
+                name, [1.0] * 32, 1, filter={"message_id": message_id}, partition=EVERYWHERE
+            )
             assert hits, f"{message_id} is recorded as indexed but has no vector"
         assert memory.reindex().indexed == len(unindexed)
         assert store.count_unindexed(name) == 0
@@ -216,10 +221,10 @@ def test_local_mode_saves_killed_at_any_instant_are_repaired_by_reindex(tmp_path
 def test_a_dropped_index_is_forgotten(url: str, tmp_path: Path) -> None:
     store = registry().vector_store(url.format(tmp=tmp_path))
     store.create_index("i", 2)
-    store.upsert("i", ["a"], [[1, 0]])
+    store.upsert("i", ["a"], [[1, 0]], partition=EVERYWHERE)
     store.delete_index("i")
     with pytest.raises(IndexNotFoundError):
-        store.query("i", [1, 0], 1)
+        store.query("i", [1, 0], 1, partition=EVERYWHERE)
     store.create_index("i", 3)
     assert store.describe_index("i").dimension == 3
 
@@ -230,17 +235,23 @@ def test_metadata_named_like_reserved_keys_is_filtered_as_metadata(
 ) -> None:
     store = registry().vector_store(url.format(tmp=tmp_path))
     store.create_index("i", 2)
-    store.upsert("i", ["a", "b"], [[1, 0], [1, 1]], [{"-p": [], "id": "b"}, {"p": 1, "-n": 2}])
+    store.upsert(
+        "i",
+        ["a", "b"],
+        [[1, 0], [1, 1]],
+        [{"-p": [], "id": "b"}, {"p": 1, "-n": 2}],
+        partition=EVERYWHERE,
+    )
 
     def ids(where: dict[str, Any]) -> list[str]:
-        return [hit.id for hit in store.query("i", [1, 0], 2, filter=where)]
+        return [hit.id for hit in store.query("i", [1, 0], 2, filter=where, partition=EVERYWHERE)]
 
     assert ids({"-p": {"$exists": True}}) == ["a"]
     assert ids({"p": {"$exists": True}}) == ["b"]
     assert ids({"id": "b"}) == ["a"]
     assert ids({"-n": 2}) == ["b"]
     assert ids({"-id": {"$exists": True}}) == []
-    assert [h.metadata for h in store.query("i", [1, 0], 2)] == [
+    assert [h.metadata for h in store.query("i", [1, 0], 2, partition=EVERYWHERE)] == [
         {"-p": [], "id": "b"},
         {"p": 1, "-n": 2},
     ]
@@ -252,11 +263,15 @@ def test_cosine_vectors_come_back_at_their_length_through_updates(url: str, tmp_
     store.create_index("cos", 2)
     store.create_index("l2", 2, metric="euclidean")
     for name in ("cos", "l2"):
-        store.upsert(name, ["a"], [[3, 4]])
-        store.update(name, id="a", metadata={"k": 1})
-        assert store.query(name, [1, 0], 1, include_vector=True)[0].vector == pytest.approx([3, 4])
-        store.update(name, id="a", vector=[0, 2])
-        assert store.query(name, [1, 0], 1, include_vector=True)[0].vector == pytest.approx([0, 2])
+        store.upsert(name, ["a"], [[3, 4]], partition=EVERYWHERE)
+        store.update(name, id="a", metadata={"k": 1}, partition=EVERYWHERE)
+        assert store.query(name, [1, 0], 1, include_vector=True, partition=EVERYWHERE)[
+            0
+        ].vector == pytest.approx([3, 4])
+        store.update(name, id="a", vector=[0, 2], partition=EVERYWHERE)
+        assert store.query(name, [1, 0], 1, include_vector=True, partition=EVERYWHERE)[
+            0
+        ].vector == pytest.approx([0, 2])
     stored = {name: store.driver.points(name, None, None)[0][1] for name in ("cos", "l2")}
     assert "-n" in stored["cos"] and "-n" not in stored["l2"]  # Qdrant normalises cosine only
 
@@ -266,10 +281,10 @@ def test_edge_builds_its_hnsw_index_on_the_first_search_after_writes(tmp_path: P
     store = registry().vector_store(f"qdrant+edge:///{tmp_path}")
     store.create_index("i", 384)
     vectors = np.random.default_rng(0).normal(size=(8_000, 384))  # past Edge's indexing threshold
-    store.upsert("i", [f"v{n}" for n in range(len(vectors))], vectors)
+    store.upsert("i", [f"v{n}" for n in range(len(vectors))], vectors, partition=EVERYWHERE)
     shard = store.driver._shard("i")
     assert shard.info().indexed_vectors_count == 0
-    (hit,) = store.query("i", vectors[5], 1)
+    (hit,) = store.query("i", vectors[5], 1, partition=EVERYWHERE)
     assert hit.id == "v5"
     assert shard.info().indexed_vectors_count == len(vectors)
 
@@ -283,13 +298,13 @@ def _search_threads(shard_folder: Path) -> Any:
 def test_edge_searches_on_one_thread_unless_told_otherwise(tmp_path: Path) -> None:
     store = registry().vector_store(f"qdrant+edge:///{tmp_path}")
     store.create_index("i", 2)
-    store.upsert("i", ["a"], [[1, 0]])
+    store.upsert("i", ["a"], [[1, 0]], partition=EVERYWHERE)
     store.close()
     assert _search_threads(tmp_path) == 1
     # a shard made by another setting is reopened with this store's
     for threads, persisted in ((3, 3), (None, 0)):  # 0: Edge's own CPU-sized pool
         again = registry().vector_store(f"qdrant+edge:///{tmp_path}", search_threads=threads)
-        assert [hit.id for hit in again.query("i", [1, 0], 1)] == ["a"]
+        assert [hit.id for hit in again.query("i", [1, 0], 1, partition=EVERYWHERE)] == ["a"]
         again.close()
         assert _search_threads(tmp_path) == persisted
 
@@ -305,7 +320,7 @@ def test_engine_errors_are_backend_errors(tmp_path: Path) -> None:
     holder, other = (registry().vector_store(f"qdrant+edge:///{tmp_path}") for _ in range(2))
     holder.create_index("i", 2)
     with pytest.raises(BackendError, match=r"^qdrant-edge: .*WAL") as err:
-        other.query("i", [1, 0], 1)
+        other.query("i", [1, 0], 1, partition=EVERYWHERE)
     assert type(err.value.__cause__) is Exception
     local = f"qdrant+local:///{tmp_path / 'local'}"
     first = registry().vector_store(local)
@@ -394,25 +409,23 @@ def test_async_memory_awaits_the_asyncio_client() -> None:
         Refusing(driver._blocking).query_points()
 
 
-LOCAL_FILTERS = [
-    # (filter, the top_k for which the engine filters: reading unfiltered would
-    # take more than a quarter of the 2,000 points)
-    ({"resource_id": "half"}, (300, 1_000)),
-    ({"resource_id": "fifth"}, (300, 1_000)),
-    ({"resource_id": "x"}, (300, 1_000)),  # a tenth: top_k 10 reads a second, wider page
-    (
-        {"resource_id": "fifth", "n": {"$nin": [3, 4]}, "$or": [{"n": {"$lt": 6}}, {"x": None}]},
-        (300, 1_000),
-    ),
-    ({"resource_id": "rare"}, (1, 10, 300, 1_000)),  # 5 points
-    ({"resource_id": "absent"}, (1, 10, 300, 1_000)),
+LOCAL_FILTERS: list[tuple[str, dict[str, Any] | None, tuple[int, ...]]] = [
+    # (a resource's partition, a filter, the top_k for which the engine filters:
+    # reading unfiltered would take more than a quarter of the 2,000 points)
+    ("half", None, (300, 1_000)),
+    ("fifth", None, (300, 1_000)),
+    ("x", None, (300, 1_000)),  # a tenth: top_k 10 reads a second, wider page
+    ("fifth", {"n": {"$nin": [3, 4]}, "$or": [{"n": {"$lt": 6}}, {"x": None}]}, (300, 1_000)),
+    ("rare", None, (1, 10, 300, 1_000)),  # 5 points
+    ("absent", None, (1, 10, 300, 1_000)),
 ]
 
 
-@pytest.mark.parametrize(("filter", "engine_filters"), LOCAL_FILTERS)
+@pytest.mark.parametrize(("resource", "filter", "engine_filters"), LOCAL_FILTERS)
 @pytest.mark.parametrize("top_k", [1, 10, 300, 1_000])
 def test_local_mode_filters_the_nearest_points_itself(
-    filter: dict[str, Any],
+    resource: str,
+    filter: dict[str, Any] | None,
     engine_filters: tuple[int, ...],
     top_k: int,
     monkeypatch: pytest.MonkeyPatch,
@@ -428,15 +441,14 @@ def test_local_mode_filters_the_nearest_points_itself(
     vectors = rng.normal(size=(2_000, 8)).astype(np.float32)
     vectors[1::7] = vectors[::7][: len(vectors[1::7])]  # ties: one point in 7 is a copy
     kinds = ["half", "fifth", "half", "other", "half", "other", "half", "fifth", "other", "x"]
-    metadata: list[dict[str, Any]] = [
-        {"resource_id": "rare" if i % 400 == 3 else kinds[i % 10], "n": i % 9}
-        for i in range(len(vectors))
-    ]
-    ids = [f"p{i:04d}" for i in range(len(vectors))]
+    owners = ["rare" if i % 400 == 3 else kinds[i % 10] for i in range(len(vectors))]
     reference, local = InMemoryVectorStore(), registry().vector_store("qdrant+local://:memory:")
     for store in (reference, local):
         store.create_index("i", 8)
-        store.upsert("i", ids, vectors, metadata)
+        for owner in dict.fromkeys(owners):  # each resource's points in its partition
+            rows = [i for i, o in enumerate(owners) if o == owner]
+            ids, metadata = [f"p{i:04d}" for i in rows], [{"n": i % 9} for i in rows]
+            store.upsert("i", ids, vectors[rows], metadata, partition=Partition(owner))
     filtered: list[Any] = []
     mask = LocalCollection._payload_and_non_deleted_mask
     monkeypatch.setattr(
@@ -454,10 +466,10 @@ def test_local_mode_filters_the_nearest_points_itself(
 
     monkeypatch.setattr(local.driver, "search", counted)  # type: ignore[attr-defined]
     for query in vectors[:5]:
-        want = reference.query("i", query, top_k, filter=filter)
-        got = local.query("i", query, top_k, filter=filter)
+        want = reference.query("i", query, top_k, filter=filter, partition=Partition(resource))
+        got = local.query("i", query, top_k, filter=filter, partition=Partition(resource))
         assert [h.id for h in got] == [h.id for h in want]
         assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-5)
     assert any(f is not None for f in filtered) == (top_k in engine_filters)
-    if filter == {"resource_id": "x"} and top_k == 10:
+    if resource == "x" and top_k == 10:
         assert len(unfiltered_reads) > 5  # some query widened its read

@@ -17,7 +17,7 @@ from recallstack.core.errors import (
     InvalidInputError,
 )
 from recallstack.core.scores import past_ties, score
-from recallstack.core.vectors import IndexStats, QueryResult
+from recallstack.core.vectors import EVERYWHERE, IndexStats, QueryResult
 
 
 @pytest.fixture
@@ -29,6 +29,7 @@ def store() -> InMemoryVectorStore:
         ["a", "b", "c"],
         [[1, 0, 0], [0, 1, 0], [1, 1, 0]],
         [{"k": 1}, {"k": 2}, {"k": 3, "tags": ["x"]}],
+        partition=EVERYWHERE,
     )
     return s
 
@@ -59,10 +60,10 @@ def test_list_describe_delete(store: InMemoryVectorStore) -> None:
     [
         lambda s: s.describe_index("nope"),
         lambda s: s.delete_index("nope"),
-        lambda s: s.upsert("nope", ["a"], [[1, 0, 0]]),
-        lambda s: s.query("nope", [1, 0, 0]),
-        lambda s: s.update("nope", id="a", metadata={}),
-        lambda s: s.delete("nope", ids=["a"]),
+        lambda s: s.upsert("nope", ["a"], [[1, 0, 0]], partition=EVERYWHERE),
+        lambda s: s.query("nope", [1, 0, 0], partition=EVERYWHERE),
+        lambda s: s.update("nope", id="a", metadata={}, partition=EVERYWHERE),
+        lambda s: s.delete("nope", ids=["a"], partition=EVERYWHERE),
     ],
 )
 def test_missing_index(store: InMemoryVectorStore, call: Any) -> None:
@@ -71,15 +72,20 @@ def test_missing_index(store: InMemoryVectorStore, call: Any) -> None:
 
 
 def test_query_scores_order_and_ties(store: InMemoryVectorStore) -> None:
-    results = store.query("idx", [1, 0, 0], top_k=10)
+    results = store.query("idx", [1, 0, 0], top_k=10, partition=EVERYWHERE)
     assert [r.id for r in results] == ["a", "c", "b"]
     assert results[0].score == pytest.approx(1.0)
     assert results[1].score == pytest.approx(1 / math.sqrt(2))
     assert results[2].score == pytest.approx(0.0)
-    store.upsert("idx", ["a2"], [[2, 0, 0]])
-    assert [r.id for r in store.query("idx", [1, 0, 0], top_k=2)] == ["a", "a2"]
-    assert store.query("idx", [1, 0, 0], top_k=1, include_vector=True)[0].vector == [1, 0, 0]
-    assert store.query("idx", [1, 0, 0], top_k=1)[0].vector is None
+    store.upsert("idx", ["a2"], [[2, 0, 0]], partition=EVERYWHERE)
+    assert [r.id for r in store.query("idx", [1, 0, 0], top_k=2, partition=EVERYWHERE)] == [
+        "a",
+        "a2",
+    ]
+    assert store.query("idx", [1, 0, 0], top_k=1, include_vector=True, partition=EVERYWHERE)[
+        0
+    ].vector == [1, 0, 0]
+    assert store.query("idx", [1, 0, 0], top_k=1, partition=EVERYWHERE)[0].vector is None
 
 
 @pytest.mark.parametrize(
@@ -93,8 +99,10 @@ def test_query_scores_order_and_ties(store: InMemoryVectorStore) -> None:
 def test_score_convention(metric: Any, expected: dict[str, float]) -> None:
     s = InMemoryVectorStore()
     s.create_index("m", 2, metric=metric)
-    s.upsert("m", ["p", "q", "r"], [[2, 0], [1, 1], [0, 1]])
-    assert {r.id: r.score for r in s.query("m", [2, 0], 3)} == pytest.approx(expected)
+    s.upsert("m", ["p", "q", "r"], [[2, 0], [1, 1], [0, 1]], partition=EVERYWHERE)
+    assert {r.id: r.score for r in s.query("m", [2, 0], 3, partition=EVERYWHERE)} == pytest.approx(
+        expected
+    )
 
 
 def test_a_cosine_never_passes_one() -> None:
@@ -123,29 +131,36 @@ def test_a_store_s_cosine_scores_are_held_to_one() -> None:
 
     store = Rounding()
     store.create_index("i", 2)
-    store.upsert("i", ["a", "b", "a-", "b-"], [[1, 0], [1, 0], [-1, 0], [-1, 0]])
-    assert [(h.id, h.score) for h in store.query("i", [1, 0], 4)] == [
+    store.upsert(
+        "i", ["a", "b", "a-", "b-"], [[1, 0], [1, 0], [-1, 0], [-1, 0]], partition=EVERYWHERE
+    )
+    assert [(h.id, h.score) for h in store.query("i", [1, 0], 4, partition=EVERYWHERE)] == [
         ("a", 1.0),
         ("b", 1.0),  # tied once held to 1: by id
         ("a-", -1.0),
         ("b-", -1.0),
     ]
     store.create_index("d", 2, metric="dotproduct")
-    store.upsert("d", ["a"], [[1, 0]])
-    assert store.query("d", [1, 0], 1)[0].score == 1.0000001
+    store.upsert("d", ["a"], [[1, 0]], partition=EVERYWHERE)
+    assert store.query("d", [1, 0], 1, partition=EVERYWHERE)[0].score == 1.0000001
 
 
 def test_threshold_is_inclusive(store: InMemoryVectorStore) -> None:
-    exact = store.query("idx", [1, 0, 0], top_k=3)[1].score
-    assert [r.id for r in store.query("idx", [1, 0, 0], 3, min_score=exact)] == ["a", "c"]
-    assert store.query("idx", [1, 0, 0], 3, min_score=1.5) == []
+    exact = store.query("idx", [1, 0, 0], top_k=3, partition=EVERYWHERE)[1].score
+    assert [
+        r.id for r in store.query("idx", [1, 0, 0], 3, min_score=exact, partition=EVERYWHERE)
+    ] == ["a", "c"]
+    assert store.query("idx", [1, 0, 0], 3, min_score=1.5, partition=EVERYWHERE) == []
 
 
 def test_filtered_query_and_overwrite(store: InMemoryVectorStore) -> None:
-    assert [r.id for r in store.query("idx", [1, 0, 0], 3, filter={"k": {"$gte": 2}})] == ["c", "b"]
-    store.upsert("idx", ["b"], [[1, 0, 0]], [{"k": 9}])
+    assert [
+        r.id
+        for r in store.query("idx", [1, 0, 0], 3, filter={"k": {"$gte": 2}}, partition=EVERYWHERE)
+    ] == ["c", "b"]
+    store.upsert("idx", ["b"], [[1, 0, 0]], [{"k": 9}], partition=EVERYWHERE)
     assert store.describe_index("idx").count == 3
-    top = store.query("idx", [1, 0, 0], 1, filter={"k": 9})
+    top = store.query("idx", [1, 0, 0], 1, filter={"k": 9}, partition=EVERYWHERE)
     assert [(r.id, r.metadata) for r in top] == [("b", {"k": 9})]
 
 
@@ -181,23 +196,23 @@ def test_filtered_query_and_overwrite(store: InMemoryVectorStore) -> None:
 def test_bad_upserts_change_nothing(
     store: InMemoryVectorStore, args: tuple[Any, ...], error: type[Exception], message: str
 ) -> None:
-    before = store.query("idx", [1, 0, 0], 10, include_vector=True)
+    before = store.query("idx", [1, 0, 0], 10, include_vector=True, partition=EVERYWHERE)
     with pytest.raises(error) as err:
-        store.upsert("idx", *args)
+        store.upsert("idx", *args, partition=EVERYWHERE)
     assert message in str(err.value)
-    assert store.query("idx", [1, 0, 0], 10, include_vector=True) == before
+    assert store.query("idx", [1, 0, 0], 10, include_vector=True, partition=EVERYWHERE) == before
 
 
 @pytest.mark.parametrize("size", [1e25, 1e-30])
 def test_extreme_but_finite_vectors_are_valid(store: InMemoryVectorStore, size: float) -> None:
     """Squaring these overflows or underflows float32: the query check must look closer."""
-    store.upsert("idx", ["far"], [[size, 0, 0]])
+    store.upsert("idx", ["far"], [[size, 0, 0]], partition=EVERYWHERE)
     assert store.describe_index("idx").count == 4
-    store.query("idx", [size, 0, 0], 1)  # accepted
+    store.query("idx", [size, 0, 0], 1, partition=EVERYWHERE)  # accepted
     with pytest.raises(InvalidInputError, match="infinite"):
-        store.query("idx", [size, np.inf, 0], 1)
+        store.query("idx", [size, np.inf, 0], 1, partition=EVERYWHERE)
     with pytest.raises(InvalidInputError, match="zero vector"):
-        store.query("idx", [0, 0, 0], 1)
+        store.query("idx", [0, 0, 0], 1, partition=EVERYWHERE)
 
 
 @pytest.mark.parametrize(
@@ -215,7 +230,7 @@ def test_extreme_but_finite_vectors_are_valid(store: InMemoryVectorStore, size: 
 )
 def test_bad_queries(store: InMemoryVectorStore, kwargs: dict[str, Any], error: type) -> None:
     with pytest.raises(error):
-        store.query("idx", **kwargs)
+        store.query("idx", **kwargs, partition=EVERYWHERE)
 
 
 def test_datetime_metadata_is_epoch_ms() -> None:
@@ -223,16 +238,30 @@ def test_datetime_metadata_is_epoch_ms() -> None:
 
     s = InMemoryVectorStore()
     s.create_index("t", 2)
-    s.upsert("t", ["x"], [[1, 0]], [{"at": datetime(1970, 1, 1, 0, 0, 1, tzinfo=UTC)}])
-    (hit,) = s.query("t", [1, 0], 1, filter={"at": {"$gte": datetime(1970, 1, 1, tzinfo=UTC)}})
+    s.upsert(
+        "t",
+        ["x"],
+        [[1, 0]],
+        [{"at": datetime(1970, 1, 1, 0, 0, 1, tzinfo=UTC)}],
+        partition=EVERYWHERE,
+    )
+    (hit,) = s.query(
+        "t",
+        [1, 0],
+        1,
+        filter={"at": {"$gte": datetime(1970, 1, 1, tzinfo=UTC)}},
+        partition=EVERYWHERE,
+    )
     assert hit.metadata == {"at": 1000}
 
 
 def test_update_by_id_and_filter(store: InMemoryVectorStore) -> None:
-    store.update("idx", id="a", metadata={"k": 10})
-    store.update("idx", id="unknown", metadata={"k": 0})  # no-op
-    store.update("idx", filter={"k": {"$gte": 3}}, vector=[0, 0, 1])
-    results = {r.id: r for r in store.query("idx", [0, 0, 1], 3, include_vector=True)}
+    store.update("idx", id="a", metadata={"k": 10}, partition=EVERYWHERE)
+    store.update("idx", id="unknown", metadata={"k": 0}, partition=EVERYWHERE)  # no-op
+    store.update("idx", filter={"k": {"$gte": 3}}, vector=[0, 0, 1], partition=EVERYWHERE)
+    results = {
+        r.id: r for r in store.query("idx", [0, 0, 1], 3, include_vector=True, partition=EVERYWHERE)
+    }
     assert results["a"].metadata == {"k": 10}
     assert results["a"].vector == [0, 0, 1]
     assert results["c"].vector == [0, 0, 1]
@@ -241,23 +270,32 @@ def test_update_by_id_and_filter(store: InMemoryVectorStore) -> None:
 
 
 def test_delete_by_ids_and_filter(store: InMemoryVectorStore) -> None:
-    store.delete("idx", ids=["a", "unknown"])
-    store.delete("idx", filter={"tags": "x"})
-    store.delete("idx", filter={"k": 404})  # no-op
-    assert [r.id for r in store.query("idx", [1, 1, 0], 10)] == ["b"]
+    store.delete("idx", ids=["a", "unknown"], partition=EVERYWHERE)
+    store.delete("idx", filter={"tags": "x"}, partition=EVERYWHERE)
+    store.delete("idx", filter={"k": 404}, partition=EVERYWHERE)  # no-op
+    assert [r.id for r in store.query("idx", [1, 1, 0], 10, partition=EVERYWHERE)] == ["b"]
 
 
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda s: s.delete("idx"), "exactly one"),
-        (lambda s: s.delete("idx", ids=["a"], filter={"k": 1}), "exactly one"),
-        (lambda s: s.delete("idx", ids=[]), "non-empty"),
-        (lambda s: s.delete("idx", filter={}), "empty filter"),
-        (lambda s: s.update("idx", id="a"), "vector, metadata"),
-        (lambda s: s.update("idx", id="a", filter={"k": 1}, metadata={}), "exactly one"),
-        (lambda s: s.update("idx", filter={}, metadata={}), "empty filter"),
-        (lambda s: s.update("idx", id="a", vector=[1, 2]), "expected dimension 3"),
+        (lambda s: s.delete("idx", partition=EVERYWHERE), "exactly one"),
+        (
+            lambda s: s.delete("idx", ids=["a"], filter={"k": 1}, partition=EVERYWHERE),
+            "exactly one",
+        ),
+        (lambda s: s.delete("idx", ids=[], partition=EVERYWHERE), "non-empty"),
+        (lambda s: s.delete("idx", filter={}, partition=EVERYWHERE), "empty filter"),
+        (lambda s: s.update("idx", id="a", partition=EVERYWHERE), "vector, metadata"),
+        (
+            lambda s: s.update("idx", id="a", filter={"k": 1}, metadata={}, partition=EVERYWHERE),
+            "exactly one",
+        ),
+        (lambda s: s.update("idx", filter={}, metadata={}, partition=EVERYWHERE), "empty filter"),
+        (
+            lambda s: s.update("idx", id="a", vector=[1, 2], partition=EVERYWHERE),
+            "expected dimension 3",
+        ),
     ],
 )
 def test_update_delete_errors(store: InMemoryVectorStore, call: Any, message: str) -> None:
@@ -298,9 +336,9 @@ def test_driver_errors_become_backend_errors_and_nothing_else_does() -> None:
     store = _FailingDriver()
     store.create_index("idx", 2)
     with pytest.raises(BackendError, match="memory: connection reset by peer") as err:
-        store.query("idx", [1, 0], 1)
+        store.query("idx", [1, 0], 1, partition=EVERYWHERE)
     assert isinstance(err.value.__cause__, ConnectionError)
     with pytest.raises(IndexNotFoundError):  # recallstack's own errors pass unchanged
-        store.query("missing", [1, 0], 1)
+        store.query("missing", [1, 0], 1, partition=EVERYWHERE)
     with pytest.raises(KeyError):  # what the driver does not raise is not dressed up
-        store.upsert("idx", ["a"], [[1, 0]])
+        store.upsert("idx", ["a"], [[1, 0]], partition=EVERYWHERE)

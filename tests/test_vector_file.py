@@ -20,10 +20,18 @@ from recallstack.adapters.libsql import vector_file as vector_file_module
 from recallstack.adapters.libsql.vector import PERSIST_FROM, LibSQLVectorStore
 from recallstack.adapters.memory.vector import InMemoryVectorStore
 from recallstack.core.contracts.vector_store import VectorStore
+from recallstack.core.vectors import EVERYWHERE, Partition, Reach
 
 DIM = 8
 N = PERSIST_FROM + 200
-QUERIES = [None, {"resource_id": "r1"}, {"resource_id": "r2", "thread_id": "t4"}]
+PARTITIONS: list[Reach] = [EVERYWHERE, Partition("r1"), Partition("r2", "t4")]
+
+
+def upsert(store: VectorStore, ids: list[str], vectors: Any, partitions: list[Partition]) -> None:
+    """Each row in its partition, as Memory writes them: one upsert per partition."""
+    for partition in dict.fromkeys(partitions):
+        rows = [n for n, p in enumerate(partitions) if p == partition]
+        store.upsert("v", [ids[n] for n in rows], vectors[rows], partition=partition)
 
 
 class Both:
@@ -44,20 +52,18 @@ class Both:
     def upsert(self, numbers: range, resources: int = 4) -> None:
         ids = [f"m{n:05d}" for n in numbers]
         vectors = self.rng.normal(size=(len(ids), DIM)).astype(np.float32)
-        metadata = [
-            {"resource_id": f"r{n % resources}", "thread_id": f"t{n % 10}"} for n in numbers
-        ]
+        partitions = [Partition(f"r{n % resources}", f"t{n % 10}") for n in numbers]
         for store in self.stores:
-            store.upsert("v", ids, vectors, metadata)
+            upsert(store, ids, vectors, partitions)
 
     def agree(self, reader: LibSQLVectorStore) -> None:
-        """`reader` answers as the reference does, for unfiltered and scoped queries."""
+        """`reader` answers as the reference does, for the whole index and partitions."""
         for seed in range(3):
             probe = np.random.default_rng(seed).normal(size=DIM).astype(np.float32)
-            for document in QUERIES:
-                ours = reader.query("v", probe, top_k=N + 500, filter=document)
-                theirs = self.reference.query("v", probe, top_k=N + 500, filter=document)
-                assert [h.id for h in ours] == [h.id for h in theirs], document
+            for partition in PARTITIONS:
+                ours = reader.query("v", probe, top_k=N + 500, partition=partition)
+                theirs = self.reference.query("v", probe, top_k=N + 500, partition=partition)
+                assert [h.id for h in ours] == [h.id for h in theirs], partition
                 assert np.allclose([h.score for h in ours], [h.score for h in theirs], atol=1e-5)
 
     def fresh(self) -> LibSQLVectorStore:
@@ -130,23 +136,20 @@ def test_a_thread_of_one_resource_is_a_block(tmp_path: Path) -> None:
     numbers = range(N)
     ids = [f"m{n:05d}" for n in numbers]
     vectors = both.rng.normal(size=(len(ids), DIM)).astype(np.float32)
-    metadata = [{"resource_id": f"r{n % 3}", "thread_id": f"t{n % 6}"} for n in numbers]
+    partitions = [Partition(f"r{n % 3}", f"t{n % 6}") for n in numbers]
     for store in both.stores:
-        store.upsert("v", ids, vectors, metadata)
+        upsert(store, ids, vectors, partitions)
     both.agree(both.writer)
     header, _ = vector_file_module.read(vector_file(tmp_path))  # type: ignore[misc]
     assert sorted(header["blocks"]["thread_id"]) == [f"t{n}" for n in range(6)]
     assert header["groups"]["thread_id"] == {}
     reader = both.fresh()
-    for document in (
-        {"resource_id": "r1"},
-        {"resource_id": "r1", "thread_id": "t4"},
-        {"thread_id": "t5"},
-    ):
+    for partition in (Partition("r1"), Partition("r1", "t4"), Partition("r2", "t5")):
         probe = both.rng.normal(size=DIM).astype(np.float32)
-        ours = reader.query("v", probe, top_k=N, filter=document)
-        theirs = both.reference.query("v", probe, top_k=N, filter=document)
+        ours = reader.query("v", probe, top_k=N, partition=partition)
+        theirs = both.reference.query("v", probe, top_k=N, partition=partition)
         assert [h.id for h in ours] == [h.id for h in theirs]
+        assert ours and all(partition.holds(h.metadata) for h in ours)
 
 
 def test_rows_written_after_the_file_are_folded_in(both: Both, tmp_path: Path) -> None:
@@ -160,7 +163,7 @@ def test_rows_written_after_the_file_are_folded_in(both: Both, tmp_path: Path) -
 
 def test_a_delete_makes_the_file_stale(both: Both, tmp_path: Path, loads: list[str]) -> None:
     for store in both.stores:
-        store.delete("v", ids=[f"m{n:05d}" for n in range(0, 300, 3)])
+        store.delete("v", ids=[f"m{n:05d}" for n in range(0, 300, 3)], partition=EVERYWHERE)
     reader = both.fresh()
     both.agree(reader)
     assert len(loads) == 1  # reloaded from SQL, and the file written again
@@ -237,7 +240,9 @@ def test_a_killed_writes_temporary_file_is_removed_by_a_later_write(
     an_hour_ago = time.time() - 3600
     os.utime(abandoned, (an_hour_ago, an_hour_ago))
     for store in both.stores:
-        store.delete("v", ids=["m00000"])  # the next load writes the file again
+        store.delete(
+            "v", ids=["m00000"], partition=EVERYWHERE
+        )  # the next load writes the file again
     both.agree(both.fresh())
     assert not abandoned.exists()
     assert running.exists()  # may be another process's write in progress
@@ -254,7 +259,7 @@ def test_four_threads_query_while_the_file_is_written_and_rows_arrive(
         try:
             probe = np.random.default_rng(seed).normal(size=DIM).astype(np.float32)
             for n in range(20):
-                hits = reader.query("v", probe, top_k=50, filter={"resource_id": f"r{n % 4}"})
+                hits = reader.query("v", probe, top_k=50, partition=Partition(f"r{n % 4}"))
                 assert all(h.metadata["resource_id"] == f"r{n % 4}" for h in hits)
         except BaseException as exc:  # reported by the main thread
             errors.append(exc)

@@ -13,6 +13,7 @@ from typing import Any
 from recallstack.adapters.chroma.metadata import KINDS, NUMBERS, key
 from recallstack.core.filters import Condition, Node, without_negation
 from recallstack.core.metadata import Scalar
+from recallstack.core.vectors import Partition
 
 NEVER = "\x00never"
 NOTHING: dict[str, Any] = {NEVER: {"$eq": 1}}
@@ -22,6 +23,15 @@ _OPPOSITE = {"$gt": "$lte", "$gte": "$lt", "$lt": "$gte", "$lte": "$gt"}
 
 def compile_filter(node: Node) -> dict[str, Any]:
     return without_negation(node, _condition, _join)
+
+
+def within(where: dict[str, Any] | None, partition: Partition | None) -> dict[str, Any] | None:
+    """A compiled filter (or None) restricted to the partition: each of its keys' string
+    field equals its value."""
+    if partition is None:
+        return where
+    fields = [{key("v", (k,)): {"$eq": v}} for k, v in partition.fields().items()]
+    return _join("$and", fields if where is None else [*fields, where])
 
 
 FANOUT = 8

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from recallstack.adapters.chroma import CAPABILITIES
-from recallstack.adapters.chroma.filters import compile_filter
+from recallstack.adapters.chroma.filters import compile_filter, within
 from recallstack.adapters.chroma.metadata import decode, encode
 from recallstack.adapters.table_names import table_name
 from recallstack.core.contracts.vector_store import VectorBatch, VectorStore, wraps_driver_errors
@@ -35,8 +35,10 @@ from recallstack.core.vectors import (
     IndexStats,
     Matrix,
     Metric,
+    Partition,
     QueryResult,
     StoredVector,
+    keeping_partition,
     trusted_hit,
 )
 
@@ -230,16 +232,19 @@ class ChromaVectorStore(VectorStore):
                 [encode(m) for m in batch.metadata[start : start + step]],
             )
 
-    def _records(self, name: str, target: list[str] | Node) -> dict[str, Any]:
+    def _records(
+        self, name: str, target: list[str] | Node, partition: Partition | None
+    ) -> dict[str, Any]:
         collection = self._collection(name)
+        include = ["embeddings", "metadatas"]
         if isinstance(target, list):
-            return dict(collection.get(ids=target, include=["embeddings", "metadatas"]))
+            return dict(collection.get(ids=target, where=within(None, partition), include=include))
         return dict(
-            collection.get(where=compile_filter(target), include=["embeddings", "metadatas"])
+            collection.get(where=within(compile_filter(target), partition), include=include)
         )
 
     def _get(self, name: str, ids: list[str]) -> list[StoredVector]:
-        found = self._records(name, ids)
+        found = self._records(name, ids, None)
         vectors = np.asarray(found["embeddings"], dtype=np.float32).tolist() if found["ids"] else []
         return [
             StoredVector(id=i, vector=v, metadata=decode(m))
@@ -247,9 +252,14 @@ class ChromaVectorStore(VectorStore):
         ]
 
     def _update(
-        self, name: str, target: list[str] | Node, vector: Matrix | None, metadata: Metadata | None
+        self,
+        name: str,
+        target: list[str] | Node,
+        partition: Partition | None,
+        vector: Matrix | None,
+        metadata: Metadata | None,
     ) -> None:
-        found = self._records(name, target)
+        found = self._records(name, target, partition)
         if not found["ids"]:
             return
         count = len(found["ids"])
@@ -257,16 +267,21 @@ class ChromaVectorStore(VectorStore):
             self._collection(name),
             found["ids"],
             [vector] * count if vector is not None else found["embeddings"],
-            [encode(metadata)] * count if metadata is not None else found["metadatas"],
+            found["metadatas"]
+            if metadata is None
+            else [encode(keeping_partition(metadata, decode(m))) for m in found["metadatas"]],
         )
 
-    def _delete(self, name: str, target: list[str] | Node) -> None:
+    def _delete(
+        self, name: str, target: list[str] | Node | None, partition: Partition | None
+    ) -> None:
         self._large.discard(name)
         collection = self._collection(name)
         if isinstance(target, list):
-            collection.delete(ids=target)
+            collection.delete(ids=target, where=within(None, partition))
         else:
-            collection.delete(where=compile_filter(target))
+            where = None if target is None else compile_filter(target)
+            collection.delete(where=within(where, partition))
 
     def _query(
         self,
@@ -274,13 +289,14 @@ class ChromaVectorStore(VectorStore):
         vector: Matrix,
         top_k: int,
         filter: Node | None,
+        partition: Partition | None,
         include_vector: bool,
         min_score: float | None,
     ) -> list[QueryResult]:
         shape = self._shape(name)
         assert shape is not None
         collection = self._collection(name)
-        where = None if filter is None else compile_filter(filter)
+        where = within(None if filter is None else compile_filter(filter), partition)
         if where is not None or name not in self._large:
             # one read: up to exact_below + 1 candidates, ready to score
             few = collection.get(where=where, limit=self.exact_below + 1, include=["embeddings"])

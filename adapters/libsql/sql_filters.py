@@ -17,11 +17,12 @@ from typing import Any
 from recallstack.adapters.key_encoding import decode_key, encode_key, map_keys
 from recallstack.core.filters import Condition, Logical, Node, Not
 from recallstack.core.metadata import Scalar
+from recallstack.core.vectors import PARTITION_KEYS
 
 _NUMBER = "('integer', 'real')"
 _RANGE = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
-INDEXED_KEYS = ("resource_id", "thread_id", "message_id")
-"""Reserved keys with expression indexes: their string equality is an index lookup."""
+INDEXED_KEYS = ("message_id",)
+"""Keys whose string equality in a filter is a lookup in their expression indexes."""
 INDEXED_PATHS = frozenset(f'$."{k}"' for k in INDEXED_KEYS)
 
 
@@ -174,10 +175,15 @@ def _indexed_equals(path: str, value: str, table: str, params: list[Any], test: 
 
 
 def index_statements(table: str) -> list[str]:
-    """The expression indexes `_indexed_equals` relies on."""
-    statements = []
+    """The expression indexes of the partition's keys (the vector store's lookups)
+    and of `INDEXED_KEYS` (`_indexed_equals` relies on them)."""
+    statements = [
+        f"CREATE INDEX IF NOT EXISTS {table}_{key} ON {table} "
+        f"(json_extract(metadata, '{json_path((key,))}'))"
+        for key in PARTITION_KEYS
+    ]
     for key in INDEXED_KEYS:
-        path = f'$."{key}"'
+        path = json_path((key,))
         statements += [
             f"CREATE INDEX IF NOT EXISTS {table}_{key} ON {table} "
             f"(json_extract(metadata, '{path}'))",

@@ -6,8 +6,8 @@ process as one matrix, refreshed incrementally from the write sequence and
 reloaded when another connection deleted rows, and scored with numpy. A
 filter is compiled to SQL that selects the candidate rows, and only those are
 scored, so a filtered query returns the true top-K among matching rows. A
-scoped filter (a resource, a thread) takes its candidates from the cache's own
-list of each scope's rows instead, so it costs what the scope holds.
+partitioned query (a resource, a thread) takes its candidates from the cache's
+own list of each partition's rows instead, so it costs what the partition holds.
 
 `index_config={"type": "diskann"}` adds libSQL's DiskANN index
 (`libsql_vector_idx`, cosine or euclidean) and answers unfiltered queries
@@ -43,14 +43,16 @@ from recallstack.adapters.libsql.sql_filters import (
 from recallstack.adapters.table_names import table_name
 from recallstack.core.contracts.vector_store import VectorBatch, VectorStore
 from recallstack.core.errors import UnsupportedFeatureError
-from recallstack.core.filters import SCOPE_KEYS, Node, scope_of
+from recallstack.core.filters import Node
 from recallstack.core.metadata import Metadata
 from recallstack.core.scores import best, row_norms, score
 from recallstack.core.vectors import (
+    PARTITION_KEYS,
     IndexConfig,
     IndexStats,
     Matrix,
     Metric,
+    Partition,
     QueryResult,
     StoredVector,
     trusted_hit,
@@ -100,9 +102,9 @@ class _Entry:
 
 
 Scopes = list[tuple[Any, ...]]
-"""Each row's value of every `SCOPE_KEYS` key, as `_scope_columns` reads them."""
+"""Each row's value of every `PARTITION_KEYS` key, as `_SCOPE_COLUMNS` reads them."""
 Key = tuple[str, str]
-"""A scope key and one of its values: ("resource_id", "alice")."""
+"""A partition key and one of its values."""
 
 
 class _Rows:
@@ -508,19 +510,20 @@ class LibSQLVectorStore(VectorStore):
         vector: Matrix,
         top_k: int,
         filter: Node | None,
+        partition: Partition | None,
         include_vector: bool,
         min_score: float | None,
     ) -> list[QueryResult]:
         snap = self._snapshot(name)
-        if filter is None and not snap.ann:
+        if filter is None and partition is None and not snap.ann:
             scores = score(snap.matrix, vector, snap.metric, snap.norms)
             at = np.array(best(scores, snap.ids, top_k, min_score), dtype=np.intp)
             chosen = list(zip(at.tolist(), scores[at].tolist(), strict=True))
         else:
             positions = (
-                self._candidates(name, snap, filter)
-                if filter is not None
-                else self._approximate(name, snap, vector, top_k)
+                self._approximate(name, snap, vector, top_k)
+                if filter is None and partition is None
+                else self._candidates(name, snap, filter, partition)
             )
             scores = _score_at(snap, positions, vector)
             at = np.array(best(scores, _IdsAt(snap.ids, positions), top_k, min_score), np.intp)
@@ -546,15 +549,16 @@ class LibSQLVectorStore(VectorStore):
         )
         return _positions(snap, rows)
 
-    def _candidates(self, name: str, snap: _Snapshot, filter: Node) -> npt.NDArray[np.intp]:
-        """Positions in the snapshot of the rows the filter selects: a scoped filter
-        reads its scope's rows from the cache, and SQL checks only those."""
-        scope = scope_of(filter, SCOPE_KEYS)
-        positions = snap.scoped(scope.equalities) if scope.equalities else None
-        if positions is not None and scope.complete:
+    def _candidates(
+        self, name: str, snap: _Snapshot, filter: Node | None, partition: Partition | None
+    ) -> npt.NDArray[np.intp]:
+        """Positions in the snapshot of the rows the partition holds and the filter
+        selects: the partition's rows come from the cache, and SQL checks only those."""
+        positions = snap.scoped(partition.fields()) if partition is not None else None
+        if positions is not None and filter is None:
             return positions
         table = table_name(name)
-        sql, params = compile_filter(filter, table)
+        sql, params = self._where(name, filter, partition if positions is None else None)
         if positions is None:
             rows = self.db.query(f"SELECT rowid FROM {table} WHERE {sql}", params)
         else:
@@ -615,22 +619,44 @@ class LibSQLVectorStore(VectorStore):
             if path is not None:
                 path.unlink(missing_ok=True)
 
-    def _where(self, name: str, target: list[str] | Node) -> tuple[str, list[Any]]:
+    def _where(
+        self, name: str, target: list[str] | Node | None, partition: Partition | None
+    ) -> tuple[str, list[Any]]:
+        """SQL for the rows of these ids (or that match this filter) that the partition
+        holds, each of its keys looked up in its expression index."""
+        where: list[str] = []
+        params: list[Any] = []
         if isinstance(target, list):
-            return "id IN (SELECT value FROM json_each(?))", [json.dumps(target)]
-        return compile_filter(target, table_name(name))
+            where.append("id IN (SELECT value FROM json_each(?))")
+            params.append(json.dumps(target))
+        elif target is not None:
+            sql, values = compile_filter(target, table_name(name))
+            where.append(f"({sql})")
+            params += values
+        for key, value in (partition.fields() if partition is not None else {}).items():
+            where.append(f"json_extract(metadata, '{json_path((key,))}') = ?")
+            params.append(value)
+        return " AND ".join(where) or "1", params
 
     def _update(
-        self, name: str, target: list[str] | Node, vector: Matrix | None, metadata: Metadata | None
+        self,
+        name: str,
+        target: list[str] | Node,
+        partition: Partition | None,
+        vector: Matrix | None,
+        metadata: Metadata | None,
     ) -> None:
-        where, params = self._where(name, target)
+        where, params = self._where(name, target, partition)
         sets: list[str] = ["seq = ?"]
         values: list[Any] = []
         if vector is not None:
             sets.append("embedding = ?")
             values.append(vector.tobytes())
-        if metadata is not None:
-            sets.append("metadata = ?")
+        if metadata is not None:  # the partition's keys stay as written
+            kept = ", ".join(
+                f"'{k}', json_extract(metadata, '{json_path((k,))}')" for k in PARTITION_KEYS
+            )
+            sets.append(f"metadata = json_patch(?, json_object({kept}))")
             values.append(encode_document(metadata))
         with self.db.transaction():
             seq = self._bump(name)
@@ -639,10 +665,12 @@ class LibSQLVectorStore(VectorStore):
                 [seq, *values, *params],
             )
 
-    def _delete(self, name: str, target: list[str] | Node) -> None:
+    def _delete(
+        self, name: str, target: list[str] | Node | None, partition: Partition | None
+    ) -> None:
         """A delete that removes nothing leaves the catalog as it was, so no process
         reloads its cached vectors for it (a save deletes stale chunks, usually none)."""
-        where, params = self._where(name, target)
+        where, params = self._where(name, target, partition)
         with self.db.transaction():
             gone = self.db.query(
                 f"DELETE FROM {table_name(name)} WHERE {where} RETURNING rowid", params
@@ -704,7 +732,7 @@ def _matrix(rows: list[tuple[Any, ...]], dimension: int) -> Matrix:
     return np.frombuffer(blob, dtype=np.float32).reshape(len(rows), dimension)
 
 
-_SCOPE_ORDER = sorted(SCOPE_KEYS)
+_SCOPE_ORDER = sorted(PARTITION_KEYS)
 _SCOPE_COLUMNS = ", ".join(
     f"CASE json_type(metadata, '{json_path((key,))}') "
     f"WHEN 'text' THEN json_extract(metadata, '{json_path((key,))}') WHEN 'array' THEN 0 END"

@@ -4,67 +4,76 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from recallstack.adapters.memory import CAPABILITIES
 from recallstack.core.contracts.vector_store import VectorBatch, VectorStore
-from recallstack.core.filters import SCOPE_KEYS, Node, matches, scope_of
+from recallstack.core.filters import Node, matches
 from recallstack.core.metadata import Metadata
 from recallstack.core.scores import best, score
 from recallstack.core.vectors import (
+    PARTITION_KEYS,
     IndexConfig,
     IndexStats,
     Matrix,
     Metric,
+    Partition,
     QueryResult,
     StoredVector,
+    keeping_partition,
 )
 
 
 @dataclass
 class _Index:
-    """The rows, and the ids under each scope value (`SCOPE_KEYS`), so that a scoped
-    query checks the rows of its scope, not every row."""
+    """The rows, and the ids of each partition (`Partition.fields`, one entry per key),
+    so that a partitioned query checks that partition's rows, not every row."""
 
     dimension: int
     metric: Metric
     rows: dict[str, tuple[Matrix, Metadata]] = field(default_factory=dict)
-    scopes: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    partitions: dict[tuple[str, Any], set[str]] = field(default_factory=dict)
 
     def put(self, id_: str, vector: Matrix, metadata: Metadata) -> None:
         if id_ in self.rows:
             self.remove(id_)
         self.rows[id_] = (vector, metadata)
-        for entry in _scope_entries(metadata):
-            self.scopes.setdefault(entry, set()).add(id_)
+        for entry in _partition_entries(metadata):
+            self.partitions.setdefault(entry, set()).add(id_)
 
     def remove(self, id_: str) -> None:
         _, metadata = self.rows.pop(id_)
-        for entry in _scope_entries(metadata):
-            self.scopes[entry].discard(id_)
-            if not self.scopes[entry]:
-                del self.scopes[entry]
+        for entry in _partition_entries(metadata):
+            self.partitions[entry].discard(id_)
+            if not self.partitions[entry]:
+                del self.partitions[entry]
 
-    def candidates(self, filter: Node | None) -> list[str]:
-        """The ids that may match: a scope's ids when the filter names one, else all."""
-        equalities = scope_of(filter, SCOPE_KEYS).equalities
-        if not equalities:
+    def candidates(self, partition: Partition | None) -> list[str]:
+        """The ids the partition holds; all, without one."""
+        if partition is None:
             return list(self.rows)
-        groups = [self.scopes.get(entry, set()) for entry in equalities.items()]
+        groups = [self.partitions.get(entry, set()) for entry in partition.fields().items()]
         return list(set.intersection(*groups))
 
+    def targets(self, target: list[str] | Node | None, partition: Partition | None) -> list[str]:
+        """The ids an update or delete reaches (no target: all the partition's)."""
+        if isinstance(target, list):
+            return [
+                i
+                for i in target
+                if i in self.rows and (partition is None or partition.holds(self.rows[i][1]))
+            ]
+        return [
+            i
+            for i in self.candidates(partition)
+            if target is None or matches(target, self.rows[i][1])
+        ]
 
-def _scope_entries(metadata: Metadata) -> list[tuple[str, str]]:
-    """(key, value) for each string a scope key holds, a list's strings included
-    (`$eq` matches a list that contains the value)."""
-    entries = []
-    for key in SCOPE_KEYS:
-        value = metadata.get(key)
-        for item in value if isinstance(value, list) else [value]:
-            if isinstance(item, str):
-                entries.append((key, item))
-    return entries
+
+def _partition_entries(metadata: Metadata) -> list[tuple[str, Any]]:
+    return [(key, metadata[key]) for key in PARTITION_KEYS if key in metadata]
 
 
 class InMemoryVectorStore(VectorStore):
@@ -97,13 +106,14 @@ class InMemoryVectorStore(VectorStore):
         vector: Matrix,
         top_k: int,
         filter: Node | None,
+        partition: Partition | None,
         include_vector: bool,
         min_score: float | None,
     ) -> list[QueryResult]:
         with self._lock:
             index = self._indexes[name]
-            rows = ((i, index.rows[i]) for i in index.candidates(filter))
-            hits = [(i, row) for i, row in rows if matches(filter, row[1])]
+            rows = ((i, index.rows[i]) for i in index.candidates(partition))
+            hits = [(i, row) for i, row in rows if filter is None or matches(filter, row[1])]
         if not hits:
             return []
         ids = [i for i, _ in hits]
@@ -135,26 +145,28 @@ class InMemoryVectorStore(VectorStore):
         with self._lock:
             self._indexes.pop(name, None)
 
-    def _matching(self, index: _Index, target: list[str] | Node) -> list[str]:
-        if isinstance(target, list):
-            return [i for i in target if i in index.rows]
-        return [i for i in index.candidates(target) if matches(target, index.rows[i][1])]
-
     def _update(
-        self, name: str, target: list[str] | Node, vector: Matrix | None, metadata: Metadata | None
+        self,
+        name: str,
+        target: list[str] | Node,
+        partition: Partition | None,
+        vector: Matrix | None,
+        metadata: Metadata | None,
     ) -> None:
         with self._lock:
             index = self._indexes[name]
-            for id_ in self._matching(index, target):
+            for id_ in index.targets(target, partition):
                 old_vector, old_metadata = index.rows[id_]
                 index.put(
                     id_,
                     old_vector if vector is None else vector.copy(),
-                    old_metadata if metadata is None else metadata,
+                    old_metadata if metadata is None else keeping_partition(metadata, old_metadata),
                 )
 
-    def _delete(self, name: str, target: list[str] | Node) -> None:
+    def _delete(
+        self, name: str, target: list[str] | Node | None, partition: Partition | None
+    ) -> None:
         with self._lock:
             index = self._indexes[name]
-            for id_ in self._matching(index, target):
+            for id_ in index.targets(target, partition):
                 index.remove(id_)

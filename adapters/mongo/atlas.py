@@ -18,19 +18,23 @@ from typing import Any
 from recallstack.adapters.mongo.documents import (
     METADATA,
     VECTOR,
+    both,
     decode_metadata,
     field_path,
+    in_partition,
     selection,
     vector_rows,
 )
 from recallstack.core.errors import BackendError
 from recallstack.core.filters import Node, matches
 from recallstack.core.runtime.awaiting import sleep
-from recallstack.core.vectors import Matrix, Metric
+from recallstack.core.vectors import PARTITION_KEYS, Matrix, Metric, Partition
 
 INDEX = "recallstack_vectors"
 """The name of the vector search index in each index's collection."""
-FILTER_KEYS = ("resource_id", "thread_id", "message_id", "role")
+FILTER_KEYS = (*PARTITION_KEYS, "message_id", "role")
+"""The metadata fields the search index can filter on: the partition's, and two that
+Memory's filters name."""
 FILTER_PATHS = frozenset((key,) for key in FILTER_KEYS)
 SIMILARITY: dict[Metric, str] = {
     "cosine": "cosine",
@@ -109,11 +113,17 @@ class AtlasSearch:
         )
 
     def candidates(
-        self, collection: Any, vector: Matrix, top_k: int, filter: Node | None
+        self,
+        collection: Any,
+        vector: Matrix,
+        top_k: int,
+        filter: Node | None,
+        partition: Partition | None,
     ) -> Iterable[dict[str, Any]]:
-        """Documents that match the filter, nearest first by Atlas's ranking: at least
-        top_k when that many match among Atlas's `MAX_CANDIDATES`."""
+        """Documents of the partition that match the filter, nearest first by Atlas's
+        ranking: at least top_k when that many match among Atlas's `MAX_CANDIDATES`."""
         pre_filter, whole = selection(filter, FILTER_PATHS)
+        pre_filter = both(pre_filter, in_partition(partition, explicit=True))
         limit = first_limit(top_k, whole)
         query = vector.tolist()
         while True:

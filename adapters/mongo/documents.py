@@ -18,7 +18,7 @@ from recallstack.adapters.key_encoding import decode_key, encode_key
 from recallstack.core.errors import InvalidInputError
 from recallstack.core.filters import RANGE_OPERATORS, Condition, Logical, Node
 from recallstack.core.metadata import Metadata
-from recallstack.core.vectors import Matrix
+from recallstack.core.vectors import Matrix, Partition
 
 METADATA = "m"
 VECTOR = "v"
@@ -95,6 +95,21 @@ def vector_rows(blobs: list[bytes], dimension: int) -> Matrix:
     return np.frombuffer(raw, dtype="<f4").reshape(len(blobs), dimension)
 
 
+def in_partition(partition: Partition | None, explicit: bool = False) -> dict[str, Any]:
+    """The MQL that selects the documents a partition holds (each of its keys has an
+    index); with `explicit`, in operator form (as Atlas's `$vectorSearch` takes it)."""
+    if partition is None:
+        return {}
+    return {field_path((k,)): {"$eq": v} if explicit else v for k, v in partition.fields().items()}
+
+
+def both(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    """Two selections together."""
+    if not first or not second:
+        return first or second
+    return {"$and": [first, second]}
+
+
 def selection(
     node: Node | None, fields: frozenset[tuple[str, ...]] | None = None
 ) -> tuple[dict[str, Any], bool]:
@@ -104,8 +119,7 @@ def selection(
 
     MongoDB selects with the filter's top-level conditions that compare strings
     or numbers and never negate: equality and `$in` on strings, ranges. Those
-    mean the same on MongoDB and on the mongomock stand-in, and the scope keys
-    among them are served by the collection's indexes. The rest of the filter is
+    mean the same on MongoDB and on the mongomock stand-in. The rest of the filter is
     checked against each candidate with the reference evaluator (the filter's
     semantics, exactly), so the candidates only have to include every match.
     """

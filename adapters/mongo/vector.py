@@ -1,7 +1,8 @@
 """MongoDB vector store: one collection per index, two ways to search.
 
 - *exact* (any MongoDB): MongoDB selects the candidates with the part of the
-  filter it can (`documents.selection`, through the scope indexes), each
+  filter it can (`documents.selection`) within the partition (`in_partition`,
+  through the partition keys' indexes), each
   candidate is checked against the rest of the filter, and numpy scores them in
   batches: the true top-K of the matching documents.
 - *atlas* (Atlas, or mongod with mongot): a `$vectorSearch` over an Atlas
@@ -26,9 +27,11 @@ from recallstack.adapters.mongo.connection import Connection, Search
 from recallstack.adapters.mongo.documents import (
     METADATA,
     VECTOR,
+    both,
     decode_metadata,
     encode_metadata,
     field_path,
+    in_partition,
     selection,
     vector_binary,
     vector_rows,
@@ -41,18 +44,18 @@ from recallstack.core.filters import Node, matches
 from recallstack.core.metadata import Metadata
 from recallstack.core.scores import best, score
 from recallstack.core.vectors import (
+    PARTITION_KEYS,
     IndexConfig,
     IndexStats,
     Matrix,
     Metric,
+    Partition,
     QueryResult,
     StoredVector,
     trusted_hit,
 )
 
 CATALOG = "recallstack_vector_indexes"
-SCOPE_KEYS = ("resource_id", "thread_id")
-"""Memory's recalls are scoped by these; each gets an index in every vector collection."""
 CHUNK = 1_000
 """Documents per write and ids per `$in`: no statement grows with the input."""
 SCORE_BATCH = 4_096
@@ -124,7 +127,7 @@ class MongoVectorStore(VectorStore):
         )
         stored = self._entry(name)
         assert stored is not None
-        for key in SCOPE_KEYS:
+        for key in PARTITION_KEYS:
             self.db[collection].create_index(field_path((key,)))
         if stored["search"] == "atlas":
             self.atlas.create(self.db[collection], dimension, stored["metric"])
@@ -159,40 +162,68 @@ class MongoVectorStore(VectorStore):
             for chunk in batched(documents, CHUNK):
                 self.connection.replace(collection, chunk, session)
 
-    def _matching(self, name: str, target: list[str] | Node) -> list[str]:
-        """The ids of `target` (ids or a filter) that exist."""
+    def _matching(
+        self, name: str, target: list[str] | Node | None, partition: Partition | None
+    ) -> list[str]:
+        """The ids of `target` (ids, a filter, or none: all) that exist in the partition."""
         collection = self._collection(name)
+        within = in_partition(partition)
         if isinstance(target, list):
             found: list[str] = []
             for chunk in batched(target, CHUNK):
-                found += [d["_id"] for d in collection.find({"_id": {"$in": chunk}}, {"_id": 1})]
+                query = both({"_id": {"$in": chunk}}, within)
+                found += [d["_id"] for d in collection.find(query, {"_id": 1})]
             return found
         query, whole = selection(target)
+        query = both(query, within)
         fields = {"_id": 1} if whole else {METADATA: 1}
         return [
             d["_id"]
             for d in collection.find(query, fields)
-            if whole or matches(target, decode_metadata(d.get(METADATA, {})))
+            if whole or target is None or matches(target, decode_metadata(d.get(METADATA, {})))
         ]
 
     def _update(
-        self, name: str, target: list[str] | Node, vector: Matrix | None, metadata: Metadata | None
+        self,
+        name: str,
+        target: list[str] | Node,
+        partition: Partition | None,
+        vector: Matrix | None,
+        metadata: Metadata | None,
     ) -> None:
-        changes: dict[str, Any] = {}
-        if vector is not None:
-            changes[VECTOR] = vector_binary(vector)
-        if metadata is not None:
-            changes[METADATA] = encode_metadata(metadata, "update.metadata")
-        ids = self._matching(name, target)
+        ids = self._matching(name, target, partition)
         collection = self._collection(name)
-        with self.connection.transaction() as session:
+        groups: dict[tuple[tuple[str, Any], ...], list[str]] = {(): ids}
+        if metadata is not None:  # the partition's keys stay as written: a write each
+            groups = {}
+            fields = {field_path((k,)): 1 for k in PARTITION_KEYS}
             for chunk in batched(ids, CHUNK):
-                collection.update_many({"_id": {"$in": chunk}}, {"$set": changes}, session=session)
+                for d in collection.find({"_id": {"$in": chunk}}, fields):
+                    held = decode_metadata(d.get(METADATA, {}))
+                    own = tuple((str(k), held[k]) for k in PARTITION_KEYS if k in held)
+                    groups.setdefault(own, []).append(d["_id"])
+        with self.connection.transaction() as session:
+            for kept, group in groups.items():
+                changes: dict[str, Any] = {}
+                if vector is not None:
+                    changes[VECTOR] = vector_binary(vector)
+                if metadata is not None:
+                    changes[METADATA] = encode_metadata({**metadata, **dict(kept)}, "update")
+                for chunk in batched(group, CHUNK):
+                    collection.update_many(
+                        {"_id": {"$in": chunk}}, {"$set": changes}, session=session
+                    )
         self.atlas.wrote(name, ids)
 
-    def _delete(self, name: str, target: list[str] | Node) -> None:
-        # deleting an id that is not stored is a no-op: ids need no read first
-        ids = target if isinstance(target, list) else self._matching(name, target)
+    def _delete(
+        self, name: str, target: list[str] | Node | None, partition: Partition | None
+    ) -> None:
+        # deleting an id that is not stored is a no-op: ids need no read first, unless
+        # the partition must be checked
+        if isinstance(target, list) and partition is None:
+            ids = target
+        else:
+            ids = self._matching(name, target, partition)
         collection = self._collection(name)
         with self.connection.transaction() as session:
             for chunk in batched(ids, CHUNK):
@@ -224,6 +255,7 @@ class MongoVectorStore(VectorStore):
         vector: Matrix,
         top_k: int,
         filter: Node | None,
+        partition: Partition | None,
         include_vector: bool,
         min_score: float | None,
     ) -> list[QueryResult]:
@@ -231,9 +263,9 @@ class MongoVectorStore(VectorStore):
         assert entry is not None
         collection = self.db[entry["collection"]]
         if entry["search"] == "atlas":
-            found = self.atlas.candidates(collection, vector, top_k, filter)
+            found = self.atlas.candidates(collection, vector, top_k, filter, partition)
         else:
-            found = self._candidates(collection, filter)
+            found = self._candidates(collection, filter, partition)
         top = _TopK(vector, entry["dimension"], entry["metric"], top_k, min_score)
         batch: list[dict[str, Any]] = []
         for document in found:
@@ -252,13 +284,15 @@ class MongoVectorStore(VectorStore):
             for n in range(len(top.ids))
         ]
 
-    def _candidates(self, collection: Any, filter: Node | None) -> Iterable[dict[str, Any]]:
-        """Every matching document, with its vector and metadata (a tenth of its bytes:
-        one round trip rather than a second for the winners'): selected by MongoDB,
-        the rest of the filter checked here."""
+    def _candidates(
+        self, collection: Any, filter: Node | None, partition: Partition | None
+    ) -> Iterable[dict[str, Any]]:
+        """Every matching document of the partition, with its vector and metadata (a
+        tenth of its bytes: one round trip rather than a second for the winners'):
+        selected by MongoDB, the rest of the filter checked here."""
         query, whole = selection(filter)
         documents: Iterable[dict[str, Any]] = collection.find(
-            query, {VECTOR: 1, METADATA: 1}, batch_size=SCORE_BATCH
+            both(query, in_partition(partition)), {VECTOR: 1, METADATA: 1}, batch_size=SCORE_BATCH
         )
         if whole:
             return documents

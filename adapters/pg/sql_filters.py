@@ -14,10 +14,9 @@ from typing import Any
 
 from recallstack.core.filters import Condition, Logical, Node, Not
 from recallstack.core.metadata import Scalar
+from recallstack.core.vectors import PARTITION_KEYS, Partition
 
 _RANGE = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
-INDEXED_KEYS = ("resource_id", "thread_id")
-"""Reserved keys with btree expression indexes: their string equality is an index lookup."""
 
 
 NAME_LIMIT = 63
@@ -36,16 +35,19 @@ def index_name(table: str, suffix: str) -> str:
 
 
 def index_statements(table: str) -> list[str]:
-    """The expression indexes `_indexed_equals` relies on (key names are our constants)."""
-    statements = []
-    for key in INDEXED_KEYS:
-        statements += [
-            f"CREATE INDEX IF NOT EXISTS {index_name(table, key)} ON {table} "
-            f"((metadata ->> '{key}'))",
-            f"CREATE INDEX IF NOT EXISTS {index_name(table, key + '_type')} ON {table} "
-            f"(jsonb_typeof(metadata -> '{key}'))",
-        ]
-    return statements
+    """A btree expression index per partition key (`in_partition` relies on them)."""
+    return [
+        f"CREATE INDEX IF NOT EXISTS {index_name(table, key)} ON {table} ((metadata ->> '{key}'))"
+        for key in PARTITION_KEYS
+    ]
+
+
+def in_partition(partition: Partition) -> tuple[str, list[Any]]:
+    """SQL for the rows a partition holds: one lookup in each key's expression index.
+    The keys are our constants, written literally so that Postgres matches the index
+    expressions; the values are bound."""
+    fields = partition.fields()
+    return " AND ".join(f"(metadata ->> '{k}') = %s" for k in fields), list(fields.values())
 
 
 SET_ABOVE = 16
@@ -100,8 +102,6 @@ def _equals(path: tuple[str, ...], value: Scalar, params: list[Any]) -> str:
     """Field equals value or is a list containing it; None also matches a missing field."""
     from psycopg.types.json import Jsonb
 
-    if isinstance(value, str) and len(path) == 1 and path[0] in INDEXED_KEYS:
-        return _indexed_equals(path[0], value, params)
     params += [Jsonb(_nest(path, value)), Jsonb(_nest(path, [value]))]
     sql = "(metadata @> %s OR metadata @> %s"
     if value is None:
@@ -136,21 +136,6 @@ def _members(
         )
     params += [*field, wanted]
     return f"EXISTS (SELECT 1 FROM {elements} WHERE e.value IN (SELECT unnest(%s::jsonb[])))"
-
-
-def _indexed_equals(key: str, value: str, params: list[Any]) -> str:
-    """String equality on a reserved key through its two btree expression indexes.
-
-    The key is one of our constants, written literally so that Postgres matches
-    the index expressions; the value is still bound.
-    """
-    from psycopg.types.json import Jsonb
-
-    params += [value, Jsonb([value])]
-    return (
-        f"(((metadata ->> '{key}') = %s AND jsonb_typeof(metadata -> '{key}') = 'string') "
-        f"OR (jsonb_typeof(metadata -> '{key}') = 'array' AND (metadata -> '{key}') @> %s))"
-    )
 
 
 def _compare(path: tuple[str, ...], op: str, value: Scalar, params: list[Any]) -> str:

@@ -17,23 +17,26 @@ from typing import Any, Literal
 
 from recallstack.adapters.pg import CAPABILITIES
 from recallstack.adapters.pg.database import Database
-from recallstack.adapters.pg.sql_filters import compile_filter, index_name, index_statements
+from recallstack.adapters.pg.sql_filters import (
+    compile_filter,
+    in_partition,
+    index_name,
+    index_statements,
+)
 from recallstack.adapters.table_names import table_name
 from recallstack.core.contracts.vector_store import VectorBatch, VectorStore
-from recallstack.core.errors import (
-    BackendError,
-    IndexNotFoundError,
-    InvalidInputError,
-    is_positive_int,
-)
+from recallstack.core.errors import BackendError, IndexNotFoundError, InvalidInputError
 from recallstack.core.filters import Node
+from recallstack.core.inputs import is_positive_int
 from recallstack.core.metadata import Metadata
 from recallstack.core.scores import from_distance, past_ties, ranked
 from recallstack.core.vectors import (
+    PARTITION_KEYS,
     IndexConfig,
     IndexStats,
     Matrix,
     Metric,
+    Partition,
     QueryResult,
     StoredVector,
 )
@@ -250,13 +253,33 @@ class PgVectorStore(VectorStore):
         rows = self.db.query("SELECT to_regclass(%s) IS NOT NULL", (index_name(info.table, "ann"),))
         return bool(rows[0][0])
 
-    def _where(self, target: list[str] | Node) -> tuple[str, list[Any]]:
+    def _where(
+        self, target: list[str] | Node | None, partition: Partition | None
+    ) -> tuple[str, list[Any]]:
+        """SQL for the rows of these ids (or that match this filter) that the partition
+        holds."""
+        where: list[str] = []
+        params: list[Any] = []
         if isinstance(target, list):
-            return "id = ANY(%s)", [target]
-        return compile_filter(target)
+            where.append("id = ANY(%s)")
+            params.append(target)
+        elif target is not None:
+            sql, values = compile_filter(target)
+            where.append(f"({sql})")
+            params += values
+        if partition is not None:
+            sql, values = in_partition(partition)
+            where.append(sql)
+            params += values
+        return " AND ".join(where) or "TRUE", params
 
     def _update(
-        self, name: str, target: list[str] | Node, vector: Matrix | None, metadata: Metadata | None
+        self,
+        name: str,
+        target: list[str] | Node,
+        partition: Partition | None,
+        vector: Matrix | None,
+        metadata: Metadata | None,
     ) -> None:
         from psycopg.types.json import Jsonb
 
@@ -266,17 +289,20 @@ class PgVectorStore(VectorStore):
         if vector is not None:
             sets.append("embedding = %s")
             values.append(vector)
-        if metadata is not None:
-            sets.append("metadata = %s")
+        if metadata is not None:  # the partition's keys stay as written
+            kept = ", ".join(f"'{k}', metadata -> '{k}'" for k in PARTITION_KEYS)
+            sets.append(f"metadata = %s::jsonb || jsonb_strip_nulls(jsonb_build_object({kept}))")
             values.append(Jsonb(metadata))
-        where, params = self._where(target)
+        where, params = self._where(target, partition)
         self._run(
             name, f"UPDATE {info.table} SET {', '.join(sets)} WHERE {where}", [*values, *params]
         )
 
-    def _delete(self, name: str, target: list[str] | Node) -> None:
+    def _delete(
+        self, name: str, target: list[str] | Node | None, partition: Partition | None
+    ) -> None:
         info = self._need(name)
-        where, params = self._where(target)
+        where, params = self._where(target, partition)
         self._run(name, f"DELETE FROM {info.table} WHERE {where}", params)
 
     def _delete_index(self, name: str) -> None:
@@ -309,11 +335,12 @@ class PgVectorStore(VectorStore):
         vector: Matrix,
         top_k: int,
         filter: Node | None,
+        partition: Partition | None,
         include_vector: bool,
         min_score: float | None,
     ) -> list[QueryResult]:
         info = self._need(name)
-        where, params = compile_filter(filter) if filter is not None else ("TRUE", [])
+        where, params = self._where(filter, partition)
         search = _Search(
             name=name,
             info=info,
@@ -325,7 +352,7 @@ class PgVectorStore(VectorStore):
         )
         rows: list[tuple[Any, ...]] | None = None
         if self.search != "exact" and self._ann_ready(info):
-            if filter is not None:
+            if filter is not None or partition is not None:
                 rows = self._selective(search)
             if rows is None:
                 rows = self._approximate(search)

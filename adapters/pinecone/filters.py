@@ -12,6 +12,7 @@ from typing import Any
 from recallstack.adapters.pinecone.metadata import TAG, items, key
 from recallstack.core.filters import Condition, Node, without_negation
 from recallstack.core.metadata import Scalar
+from recallstack.core.vectors import Partition
 
 NEVER = f"{TAG}never"
 """A key no record has."""
@@ -22,6 +23,15 @@ _OPPOSITE = {"$gt": "$lte", "$gte": "$lt", "$lt": "$gte", "$lte": "$gt"}
 
 def compile_filter(node: Node) -> dict[str, Any]:
     return without_negation(node, _condition, _join)
+
+
+def within(flt: dict[str, Any] | None, partition: Partition | None) -> dict[str, Any] | None:
+    """A compiled filter (or None) restricted to the partition: each of its keys' string
+    field equals its value."""
+    if partition is None:
+        return flt
+    fields = [{key("s", (k,)): {"$eq": v}} for k, v in partition.fields().items()]
+    return _join("$and", fields if flt is None else [*fields, flt])
 
 
 def _join(op: str, parts: list[dict[str, Any]]) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from urllib.parse import parse_qsl, urlsplit
 import numpy as np
 
 from recallstack.adapters.pinecone import CAPABILITIES, KEY_ENV
-from recallstack.adapters.pinecone.filters import compile_filter
+from recallstack.adapters.pinecone.filters import compile_filter, within
 from recallstack.adapters.pinecone.metadata import ORIGINAL_ID, decode, encode
 from recallstack.core.batching import batched
 from recallstack.core.contracts.vector_store import VectorBatch, VectorStore
@@ -44,8 +44,10 @@ from recallstack.core.vectors import (
     IndexStats,
     Matrix,
     Metric,
+    Partition,
     QueryResult,
     StoredVector,
+    keeping_partition,
 )
 
 CATALOG = "recallstack-catalog"
@@ -242,18 +244,28 @@ class PineconeVectorStore(VectorStore):
             data.upsert(vectors=chunk, namespace=self.namespace)
         self._written[name] = [r["id"] for r in records[-64:]]
 
-    def _ids(self, name: str, target: list[str] | Node) -> list[str]:
-        """Pinecone ids of `target`: the ids mapped (fetching or deleting one that is not
-        stored does nothing, so none is read first), or a filter's matches, listed with
-        filtered queries."""
-        if isinstance(target, list):
-            return list(dict.fromkeys(record_id(i) for i in target))
+    def _ids(
+        self, name: str, target: list[str] | Node | None, partition: Partition | None
+    ) -> list[str]:
+        """Pinecone ids of `target` in the partition: the ids mapped (fetching or deleting
+        one that is not stored does nothing, so none is read first, unless the partition
+        must be checked), or a filter's matches, listed with filtered queries."""
         data = self._data(name)
+        if isinstance(target, list):
+            ids = list(dict.fromkeys(record_id(i) for i in target))
+            if partition is None:
+                return ids
+            return [
+                pid
+                for chunk in batched(ids, MAX_BATCH)
+                for pid, stored in data.fetch(ids=chunk, namespace=self.namespace).vectors.items()
+                if partition.holds(decode(stored.metadata))
+            ]
         dimension = self._described(name)[0]
         matches = data.query(
             vector=[1.0] * dimension,
             top_k=MAX_TOP_K,
-            filter=compile_filter(target),
+            filter=within(None if target is None else compile_filter(target), partition),
             namespace=self.namespace,
         ).matches
         if len(matches) < MAX_TOP_K:
@@ -263,7 +275,10 @@ class PineconeVectorStore(VectorStore):
         for page in data.list(namespace=self.namespace):
             ids = [v.id for v in page.vectors]
             for pid, stored in data.fetch(ids=ids, namespace=self.namespace).vectors.items():
-                if matches_filter(target, decode(stored.metadata)):
+                metadata = decode(stored.metadata)
+                if (target is None or matches_filter(target, metadata)) and (
+                    partition is None or partition.holds(metadata)
+                ):
                     found.append(pid)
         return found
 
@@ -280,22 +295,31 @@ class PineconeVectorStore(VectorStore):
         return found
 
     def _update(
-        self, name: str, target: list[str] | Node, vector: Matrix | None, metadata: Metadata | None
+        self,
+        name: str,
+        target: list[str] | Node,
+        partition: Partition | None,
+        vector: Matrix | None,
+        metadata: Metadata | None,
     ) -> None:
         data = self._data(name)
-        ids = self._ids(name, target)
+        ids = self._ids(name, target, partition)
         changed = []
         for chunk in batched(ids, MAX_BATCH):
             for pid, stored in data.fetch(ids=chunk, namespace=self.namespace).vectors.items():
                 kept = decode(stored.metadata)
                 caller = (stored.metadata or {}).get(ORIGINAL_ID, pid)
                 values = np.asarray(stored.values, dtype=np.float32) if vector is None else vector
-                changed.append(_record(caller, values, kept if metadata is None else metadata))
+                if metadata is not None:
+                    kept = keeping_partition(metadata, kept)
+                changed.append(_record(caller, values, kept))
         self._send(name, changed)
 
-    def _delete(self, name: str, target: list[str] | Node) -> None:
+    def _delete(
+        self, name: str, target: list[str] | Node | None, partition: Partition | None
+    ) -> None:
         data = self._data(name)
-        ids = self._ids(name, target)
+        ids = self._ids(name, target, partition)
         for chunk in batched(ids, MAX_BATCH):
             data.delete(ids=chunk, namespace=self.namespace)
         self._removed[name] = ids[-64:]
@@ -308,11 +332,12 @@ class PineconeVectorStore(VectorStore):
         vector: Matrix,
         top_k: int,
         filter: Node | None,
+        partition: Partition | None,
         include_vector: bool,
         min_score: float | None,
     ) -> list[QueryResult]:
         _, metric, data = self._described(name)
-        flt = None if filter is None else compile_filter(filter)
+        flt = within(None if filter is None else compile_filter(filter), partition)
         query = vector.tolist()
 
         def search(n: int, metadata: bool) -> Sequence[Any]:

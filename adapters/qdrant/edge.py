@@ -31,7 +31,8 @@ from typing import Any
 from recallstack.adapters.qdrant.filters import Dialect
 from recallstack.adapters.qdrant.payload import INDEXED_FIELDS
 from recallstack.adapters.table_names import table_name
-from recallstack.core.errors import IndexNotFoundError, InvalidInputError, is_positive_int
+from recallstack.core.errors import IndexNotFoundError, InvalidInputError
+from recallstack.core.inputs import is_positive_int
 from recallstack.core.urls import redact
 from recallstack.core.vectors import IndexConfig, Metric
 

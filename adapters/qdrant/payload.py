@@ -27,12 +27,13 @@ from typing import Any
 
 from recallstack.adapters.key_encoding import decode_key, encode_key
 from recallstack.core.metadata import Metadata, Scalar
+from recallstack.core.vectors import PARTITION_KEYS
 
 NAMESPACE = uuid.UUID("5f0b9e8c-1c9a-4d0e-9d5b-7e3f8a2c6b41")
 TRUE, FALSE = "\x00T", "\x00F"
 ID, EMPTY_LISTS, LENGTH = "-id", "-p", "-n"
-INDEXED_FIELDS = (EMPTY_LISTS, "resource_id", "thread_id")
-"""Keyword payload indexes (both drivers create them): presence paths and memory's scope keys."""
+INDEXED_FIELDS = (EMPTY_LISTS, *PARTITION_KEYS)
+"""Keyword payload indexes (both drivers create them): presence paths and the partition's keys."""
 RESERVED = frozenset({ID, EMPTY_LISTS, LENGTH})
 _FLOAT, _BITS = struct.Struct("<d"), struct.Struct("<q")
 

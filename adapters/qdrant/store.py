@@ -8,14 +8,21 @@ convention, ties ordered by id, and the original length of cosine vectors
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal, Protocol
 
 import numpy as np
 
 from recallstack.adapters.qdrant import CAPABILITIES
 from recallstack.adapters.qdrant.filters import Dialect, compile_filter
-from recallstack.adapters.qdrant.payload import ID, decode, encode, length, point_id
+from recallstack.adapters.qdrant.payload import (
+    decode,
+    encode,
+    encode_scalar,
+    field,
+    length,
+    point_id,
+)
 from recallstack.core.contracts.vector_store import VectorBatch, VectorStore, wraps_driver_errors
 from recallstack.core.errors import IndexNotFoundError
 from recallstack.core.filters import Node, matches
@@ -26,8 +33,10 @@ from recallstack.core.vectors import (
     IndexStats,
     Matrix,
     Metric,
+    Partition,
     QueryResult,
     StoredVector,
+    keeping_partition,
 )
 
 BATCH = 512
@@ -158,21 +167,47 @@ class QdrantVectorStore(VectorStore):
         lengths: list[float] = np.sqrt(np.einsum("ij,ij->i", vectors, vectors)).tolist()
         return lengths
 
-    def _compiled(self, target: list[str] | Node) -> tuple[list[str] | None, Any]:
-        if isinstance(target, list):
-            return [point_id(i) for i in target], None
-        return None, compile_filter(target, self.driver.dialect)
+    def _within(self, compiled: Any, partition: Partition | None) -> Any:
+        """A compiled filter (or None) restricted to the partition: a keyword match on
+        each of its keys, which have payload indexes (`INDEXED_FIELDS`)."""
+        if partition is None:
+            return compiled
+        d = self.driver.dialect
+        must = [d.match(field((k,)), encode_scalar(v)) for k, v in partition.fields().items()]
+        return d.filter(must=must if compiled is None else [*must, compiled])
+
+    def _compiled(
+        self, name: str, target: list[str] | Node | None, partition: Partition | None
+    ) -> tuple[list[str] | None, Any]:
+        """Point ids (those of the partition, when there is one) or a filter."""
+        if target is None:
+            return None, self._within(None, partition)
+        if not isinstance(target, list):
+            return None, self._within(compile_filter(target, self.driver.dialect), partition)
+        ids = [point_id(i) for i in target]
+        if partition is None:
+            return ids, None
+        held = self.driver.points(name, ids, None)
+        return [pid for pid, payload in held if partition.holds(decode(payload)[1])], None
 
     def _update(
-        self, name: str, target: list[str] | Node, vector: Matrix | None, metadata: Metadata | None
+        self,
+        name: str,
+        target: list[str] | Node,
+        partition: Partition | None,
+        vector: Matrix | None,
+        metadata: Metadata | None,
     ) -> None:
-        ids, flt = self._compiled(target)
+        ids, flt = self._compiled(name, target, partition)
+        if ids == []:
+            return
         new_length = None if vector is None else self._lengths(name, vector[np.newaxis])[0]
         for pid, payload in self.driver.points(name, ids, flt):
             if vector is not None:
                 self.driver.set_vector(name, pid, vector.tolist())
-            # the stored metadata is decoded only when it is kept
-            id_, kept = decode(payload) if metadata is None else (str(payload[ID]), metadata)
+            id_, kept = decode(payload)
+            if metadata is not None:
+                kept = keeping_partition(metadata, kept)
             size = length(payload) if new_length is None else new_length
             self.driver.set_payload(name, pid, encode(id_, kept, size))
 
@@ -188,9 +223,12 @@ class QdrantVectorStore(VectorStore):
             found.append(StoredVector(id=id_, vector=vector, metadata=metadata))
         return found
 
-    def _delete(self, name: str, target: list[str] | Node) -> None:
-        ids, flt = self._compiled(target)
-        self.driver.delete(name, ids, flt)
+    def _delete(
+        self, name: str, target: list[str] | Node | None, partition: Partition | None
+    ) -> None:
+        ids, flt = self._compiled(name, target, partition)
+        if ids != []:
+            self.driver.delete(name, ids, flt)
 
     def _query(
         self,
@@ -198,6 +236,7 @@ class QdrantVectorStore(VectorStore):
         vector: Matrix,
         top_k: int,
         filter: Node | None,
+        partition: Partition | None,
         include_vector: bool,
         min_score: float | None,
     ) -> list[QueryResult]:
@@ -205,12 +244,17 @@ class QdrantVectorStore(VectorStore):
         assert shape is not None
         metric = shape[1]
         compiled = None if filter is None else compile_filter(filter, self.driver.dialect)
+        compiled = self._within(compiled, partition)
         query = vector.tolist()
         exact = self.search == "exact"
 
+        def keep(metadata: Metadata) -> bool:
+            in_partition = partition is None or partition.holds(metadata)
+            return in_partition and (filter is None or matches(filter, metadata))
+
         def search(n: int) -> list[tuple[dict[str, Any], float, list[float] | None]]:
-            if filter is not None and self.driver.filters_each_point:
-                return self._nearest_matching(name, query, n, filter, compiled, include_vector)
+            if compiled is not None and self.driver.filters_each_point:
+                return self._nearest_matching(name, query, n, keep, compiled, include_vector)
             return self.driver.search(name, query, n, compiled, include_vector, exact)
 
         hits = past_ties(search, top_k, lambda hit: hit[1])
@@ -229,28 +273,28 @@ class QdrantVectorStore(VectorStore):
         name: str,
         query: list[float],
         n: int,
-        filter: Node,
+        keep: Callable[[Metadata], bool],
         compiled: Any,
         include_vector: bool,
     ) -> list[tuple[dict[str, Any], float, list[float] | None]]:
-        """The n nearest points matching `filter`, for an engine that tests a filter
-        against every point in Python (the client's local mode: ~8 µs a point, so 21 ms
-        at 2,760 points, while its unfiltered search is numpy).
+        """The n nearest points `keep` keeps (those `compiled` matches), for an engine
+        that tests a filter against every point in Python (the client's local mode:
+        ~8 µs a point, so 21 ms at 2,760 points, while its unfiltered search is numpy).
 
-        The nearest points are read unfiltered and the filter is applied to them
-        here, with the reference semantics (`core.filters.matches`), which the
-        compiled filter equals. Points beyond those read score no higher than the
-        last one read, so the first n matches are the n nearest. When fewer match,
+        The nearest points are read unfiltered and kept here (`keep`: the partition,
+        and the filter with the reference semantics of `core.filters.matches`), as
+        the compiled filter would. Points beyond those read score no higher than the
+        last one read, so the first n kept are the n nearest. When fewer are kept,
         as many more are read as the share found suggests. The engine filters
         instead whenever that would read more than a quarter of the collection (a
-        rare scope, a large n): reading points unfiltered costs about what
+        rare partition, a large n): reading points unfiltered costs about what
         filtering them does.
         """
         total = self.driver.count(name)
         fetch = max(4 * n, NEAREST_FIRST)
         while fetch <= total // 4:
             hits = self.driver.search(name, query, fetch, None, include_vector, False)
-            kept = [hit for hit in hits if matches(filter, decode(hit[0])[1])]
+            kept = [hit for hit in hits if keep(decode(hit[0])[1])]
             if len(kept) >= n:
                 return kept[:n]
             fetch = 2 * fetch * n // len(kept) if kept else total

@@ -15,6 +15,7 @@ from recallstack.core.errors import (
     IndexNotFoundError,
     InvalidInputError,
 )
+from recallstack.core.vectors import EVERYWHERE
 
 BAD_QUERIES: list[tuple[str, dict[str, Any], type[Exception]]] = [
     ("unknown operator", {"filter": {"k": {"$regex": "a"}}}, FilterError),
@@ -27,31 +28,45 @@ BAD_QUERIES: list[tuple[str, dict[str, Any], type[Exception]]] = [
     ("negative top_k", {"top_k": -3}, InvalidInputError),
     ("wrong dimension", {"vector": [1.0, 0.0]}, DimensionMismatchError),
     ("NaN component", {"vector": [float("nan"), 0.0, 0.0]}, InvalidInputError),
+    ("a partition that is a string", {"partition": "r1"}, InvalidInputError),
+    ("no partition", {"partition": None}, InvalidInputError),
 ]
 
 BAD_UPSERTS: list[tuple[str, Callable[[VectorStore, str], Any], type[Exception]]] = [
-    ("NaN component", lambda s, n: s.upsert(n, ["x"], [[float("nan"), 0, 0]]), InvalidInputError),
-    ("inf component", lambda s, n: s.upsert(n, ["x"], [[float("inf"), 0, 0]]), InvalidInputError),
-    ("wrong dimension", lambda s, n: s.upsert(n, ["x"], [[1.0, 2.0]]), DimensionMismatchError),
+    (
+        "NaN component",
+        lambda s, n: s.upsert(n, ["x"], [[float("nan"), 0, 0]], partition=EVERYWHERE),
+        InvalidInputError,
+    ),
+    (
+        "inf component",
+        lambda s, n: s.upsert(n, ["x"], [[float("inf"), 0, 0]], partition=EVERYWHERE),
+        InvalidInputError,
+    ),
+    (
+        "wrong dimension",
+        lambda s, n: s.upsert(n, ["x"], [[1.0, 2.0]], partition=EVERYWHERE),
+        DimensionMismatchError,
+    ),
     (
         "ids/vectors length mismatch",
-        lambda s, n: s.upsert(n, ["x", "y"], [[1.0, 0, 0]]),
+        lambda s, n: s.upsert(n, ["x", "y"], [[1.0, 0, 0]], partition=EVERYWHERE),
         InvalidInputError,
     ),
     (
         "ids/metadata length mismatch",
-        lambda s, n: s.upsert(n, ["x"], [[1.0, 0, 0]], [{}, {}]),
+        lambda s, n: s.upsert(n, ["x"], [[1.0, 0, 0]], [{}, {}], partition=EVERYWHERE),
         InvalidInputError,
     ),
-    ("empty batch", lambda s, n: s.upsert(n, [], []), InvalidInputError),
+    ("empty batch", lambda s, n: s.upsert(n, [], [], partition=EVERYWHERE), InvalidInputError),
     (
         "one bad row among good ones",
-        lambda s, n: s.upsert(n, ["x", "y"], [[1.0, 0, 0], [1.0, 0]]),
+        lambda s, n: s.upsert(n, ["x", "y"], [[1.0, 0, 0], [1.0, 0]], partition=EVERYWHERE),
         DimensionMismatchError,
     ),
     (
         "operator-looking metadata key",
-        lambda s, n: s.upsert(n, ["x"], [[1.0, 0, 0]], [{"$where": "1"}]),
+        lambda s, n: s.upsert(n, ["x"], [[1.0, 0, 0]], [{"$where": "1"}], partition=EVERYWHERE),
         InvalidInputError,
     ),
 ]
@@ -73,14 +88,14 @@ def seeded(twin: Twin) -> str:
 
 
 def _snapshot(twin: Twin, name: str) -> list[Any]:
-    return twin.store.query(name, [1.0, 1.0, 1.0], 10, include_vector=True)
+    return twin.store.query(name, [1.0, 1.0, 1.0], 10, include_vector=True, partition=EVERYWHERE)
 
 
 @pytest.mark.parametrize(("case", "kwargs", "error"), BAD_QUERIES, ids=[c[0] for c in BAD_QUERIES])
 def test_bad_query(
     twin: Twin, seeded: str, case: str, kwargs: dict[str, Any], error: type[Exception]
 ) -> None:
-    args = {"vector": [1.0, 0.0, 0.0], "top_k": 2, **kwargs}
+    args = {"vector": [1.0, 0.0, 0.0], "top_k": 2, "partition": EVERYWHERE, **kwargs}
     with pytest.raises(error):
         twin.store.query(seeded, **args)
 

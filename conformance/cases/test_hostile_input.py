@@ -21,6 +21,7 @@ from recallstack.core.contracts.storage import Storage
 from recallstack.core.errors import FilterError, InvalidInputError
 from recallstack.core.messages import Message
 from recallstack.core.records import Thread
+from recallstack.core.vectors import EVERYWHERE
 
 ODD_TEXT = [
     "'; DELETE FROM recallstack_messages; --",
@@ -88,20 +89,35 @@ REFUSED_METADATA: list[tuple[str, Any]] = [
 ]
 
 WRONG_TYPES: list[tuple[str, Callable[[Any, str], Any]]] = [
-    ("index name not a string", lambda s, n: s.query(7, [1, 0, 0], 1)),
-    ("top_k a string", lambda s, n: s.query(n, [1, 0, 0], "5")),
-    ("top_k a bool", lambda s, n: s.query(n, [1, 0, 0], True)),
-    ("top_k a float", lambda s, n: s.query(n, [1, 0, 0], 2.0)),
-    ("vector None", lambda s, n: s.query(n, None, 1)),
-    ("vector of strings", lambda s, n: s.query(n, ["a", "b", "c"], 1)),
-    ("min_score a string", lambda s, n: s.query(n, [1, 0, 0], 1, min_score="0.5")),
-    ("ids one string", lambda s, n: s.upsert(n, "abc", [[1, 0, 0]] * 3)),
-    ("an id not a string", lambda s, n: s.upsert(n, [7], [[1, 0, 0]])),
-    ("metadata not a list", lambda s, n: s.upsert(n, ["x"], [[1, 0, 0]], {"k": 1})),
-    ("metadata item not an object", lambda s, n: s.upsert(n, ["x"], [[1, 0, 0]], ["k"])),
-    ("delete ids one string", lambda s, n: s.delete(n, ids="a")),
-    ("delete with ids and filter", lambda s, n: s.delete(n, ids=["a"], filter={"k": 1})),
-    ("update id not a string", lambda s, n: s.update(n, id=7, metadata={"k": 3})),
+    ("index name not a string", lambda s, n: s.query(7, [1, 0, 0], 1, partition=EVERYWHERE)),
+    ("top_k a string", lambda s, n: s.query(n, [1, 0, 0], "5", partition=EVERYWHERE)),
+    ("top_k a bool", lambda s, n: s.query(n, [1, 0, 0], True, partition=EVERYWHERE)),
+    ("top_k a float", lambda s, n: s.query(n, [1, 0, 0], 2.0, partition=EVERYWHERE)),
+    ("vector None", lambda s, n: s.query(n, None, 1, partition=EVERYWHERE)),
+    ("vector of strings", lambda s, n: s.query(n, ["a", "b", "c"], 1, partition=EVERYWHERE)),
+    (
+        "min_score a string",
+        lambda s, n: s.query(n, [1, 0, 0], 1, min_score="0.5", partition=EVERYWHERE),
+    ),
+    ("ids one string", lambda s, n: s.upsert(n, "abc", [[1, 0, 0]] * 3, partition=EVERYWHERE)),
+    ("an id not a string", lambda s, n: s.upsert(n, [7], [[1, 0, 0]], partition=EVERYWHERE)),
+    (
+        "metadata not a list",
+        lambda s, n: s.upsert(n, ["x"], [[1, 0, 0]], {"k": 1}, partition=EVERYWHERE),
+    ),
+    (
+        "metadata item not an object",
+        lambda s, n: s.upsert(n, ["x"], [[1, 0, 0]], ["k"], partition=EVERYWHERE),
+    ),
+    ("delete ids one string", lambda s, n: s.delete(n, ids="a", partition=EVERYWHERE)),
+    (
+        "delete with ids and filter",
+        lambda s, n: s.delete(n, ids=["a"], filter={"k": 1}, partition=EVERYWHERE),
+    ),
+    (
+        "update id not a string",
+        lambda s, n: s.update(n, id=7, metadata={"k": 3}, partition=EVERYWHERE),
+    ),
     ("dimension a string", lambda s, n: s.create_index(n + "_x", "3")),
 ]
 
@@ -119,16 +135,16 @@ def seeded(twin: Twin) -> str:
 
 
 def _snapshot(twin: Twin, name: str) -> list[Any]:
-    return twin.store.query(name, [1.0, 1.0, 1.0], 10, include_vector=True)
+    return twin.store.query(name, [1.0, 1.0, 1.0], 10, include_vector=True, partition=EVERYWHERE)
 
 
 @pytest.mark.parametrize(("case", "filter"), REFUSED_FILTERS, ids=[c[0] for c in REFUSED_FILTERS])
 def test_hostile_filters_are_refused(twin: Twin, seeded: str, case: str, filter: Any) -> None:
     before = _snapshot(twin, seeded)
     with pytest.raises((FilterError, InvalidInputError)):
-        twin.store.query(seeded, [1.0, 0.0, 0.0], 3, filter=filter)
+        twin.store.query(seeded, [1.0, 0.0, 0.0], 3, filter=filter, partition=EVERYWHERE)
     with pytest.raises((FilterError, InvalidInputError)):
-        twin.store.delete(seeded, filter=filter)
+        twin.store.delete(seeded, filter=filter, partition=EVERYWHERE)
     assert _snapshot(twin, seeded) == before
 
 
@@ -140,9 +156,11 @@ def test_hostile_metadata_is_refused_before_any_write(
 ) -> None:
     before = _snapshot(twin, seeded)
     with pytest.raises(InvalidInputError):
-        twin.store.upsert(seeded, ["new", "a"], [[1, 1, 0], [0, 1, 1]], [{"k": 9}, metadata])
+        twin.store.upsert(
+            seeded, ["new", "a"], [[1, 1, 0], [0, 1, 1]], [{"k": 9}, metadata], partition=EVERYWHERE
+        )
     with pytest.raises(InvalidInputError):
-        twin.store.update(seeded, id="a", metadata=metadata)
+        twin.store.update(seeded, id="a", metadata=metadata, partition=EVERYWHERE)
     assert _snapshot(twin, seeded) == before
 
 

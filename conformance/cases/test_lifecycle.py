@@ -8,7 +8,7 @@ import pytest
 
 from recallstack.conformance.twin import Twin
 from recallstack.core.errors import DimensionMismatchError, IndexNotFoundError
-from recallstack.core.vectors import METRICS, IndexStats, Metric
+from recallstack.core.vectors import EVERYWHERE, METRICS, IndexStats, Metric
 
 
 def test_create_is_idempotent(twin: Twin) -> None:
@@ -51,10 +51,10 @@ def test_missing_index_fails(twin: Twin, operation: str) -> None:
     calls: dict[str, Callable[[], object]] = {
         "describe_index": lambda: twin.store.describe_index(name),
         "delete_index": lambda: twin.store.delete_index(name),
-        "upsert": lambda: twin.store.upsert(name, ["a"], [[1.0, 0.0]]),
-        "query": lambda: twin.store.query(name, [1.0, 0.0], 1),
-        "update": lambda: twin.store.update(name, id="a", metadata={"x": 1}),
-        "delete": lambda: twin.store.delete(name, ids=["a"]),
+        "upsert": lambda: twin.store.upsert(name, ["a"], [[1.0, 0.0]], partition=EVERYWHERE),
+        "query": lambda: twin.store.query(name, [1.0, 0.0], 1, partition=EVERYWHERE),
+        "update": lambda: twin.store.update(name, id="a", metadata={"x": 1}, partition=EVERYWHERE),
+        "delete": lambda: twin.store.delete(name, ids=["a"], partition=EVERYWHERE),
     }
     with pytest.raises(IndexNotFoundError):
         calls[operation]()

@@ -23,6 +23,7 @@ from recallstack.core.contracts.storage import Storage
 from recallstack.core.errors import InvalidInputError
 from recallstack.core.messages import Message
 from recallstack.core.records import Include, Thread
+from recallstack.core.vectors import EVERYWHERE, Partition
 from recallstack.embedders.hashing import HashEmbedder
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
@@ -51,8 +52,11 @@ def _messages(thread_id: str, count: int, prefix: str, start: int = 0) -> list[M
 def _indexed(twin: Twin, count: int, dimension: int = 8) -> tuple[str, list[str]]:
     name = twin.index(dimension)
     ids = [f"m{i:05d}" for i in range(count)]
-    metadata = [{"message_id": i, "n": n, "resource_id": f"r{n % 3}"} for n, i in enumerate(ids)]
-    twin.upsert(name, ids, vectors(count, dimension, seed=41), metadata)
+    data = vectors(count, dimension, seed=41)
+    for r in range(3):  # three resources' partitions
+        rows = range(r, count, 3)
+        metadata = [{"message_id": ids[n], "n": n} for n in rows]
+        twin.upsert(name, [ids[n] for n in rows], data[r::3], metadata, Partition(f"r{r}"))
     return name, ids
 
 
@@ -67,7 +71,7 @@ def test_in_and_nin_with_thousands_of_values(twin: Twin, count: int) -> None:
     twin.check_filter(name, query, 500, {"message_id": {"$in": some}})
     twin.check_filter(name, query, 500, {"message_id": {"$nin": some}})
     twin.check_filter(name, query, 500, {"n": {"$in": numbers}})
-    twin.check_filter(name, query, 50, {"n": {"$nin": numbers}, "resource_id": "r1"})
+    twin.check_filter(name, query, 50, {"n": {"$nin": numbers}}, partition=Partition("r1"))
     twin.check_filter(name, query, 50, {"n": {"$all": numbers}})
 
 
@@ -84,11 +88,11 @@ def test_top_k_up_to_the_declared_largest(twin: Twin) -> None:
     name, _ = _indexed(twin, 1_200)
     query = vectors(1, 8, seed=44)[0]
     assert len(twin.query(name, query, 1_000)) == 1_000
-    assert len(twin.query(name, query, 1_000, filter={"resource_id": "r0"})) == 400
+    assert len(twin.query(name, query, 1_000, partition=Partition("r0"))) == 400
     largest = twin.capabilities.max_top_k
-    assert len(twin.store.query(name, query, largest)) == 1_200
+    assert len(twin.store.query(name, query, largest, partition=EVERYWHERE)) == 1_200
     with pytest.raises(InvalidInputError, match="top_k"):
-        twin.store.query(name, query, largest + 1)
+        twin.store.query(name, query, largest + 1, partition=EVERYWHERE)
     twin.record_refused(f"top_k above {largest:,}")
 
 
@@ -99,13 +103,12 @@ def test_thousands_of_tied_scores(twin: Twin) -> None:
     tied = BATCH + 500
     ids = [f"t{i:05d}" for i in range(tied)] + ["best", "worst"]
     rows = np.array([[1.0, 1.0, 0.0, 0.0]] * tied + [[1.0, 0.0, 0.0, 0.0], [0, 0, 1.0, 0]])
-    metadata = [{"resource_id": "r"} for _ in ids]
-    twin.upsert(name, ids, rows, metadata)
+    twin.upsert(name, ids, rows, partition=Partition("r"))
     query = [1.0, 0.2, 0.0, 0.0]
     for top_k in (10, 300):
         hits = twin.query(name, query, top_k)
         assert [h.id for h in hits[:3]] == ["best", "t00000", "t00001"]
-        hits = twin.query(name, query, top_k, filter={"resource_id": "r"})
+        hits = twin.query(name, query, top_k, partition=Partition("r"))
         assert [h.id for h in hits[:3]] == ["best", "t00000", "t00001"]
 
 
@@ -132,7 +135,7 @@ def test_memory_saves_updates_and_deletes_thousands(memory_over_vector: Memory) 
     assert (len(updated.indexed), updated.not_indexed) == (LONG_THREAD, [])
     store.wait_until_consistent(name)
     query = HashEmbedder(32).embed(["note about topic"])[0]
-    boats = store.query(name, query, BATCH, filter={"topic": "boats"})
+    boats = store.query(name, query, BATCH, filter={"topic": "boats"}, partition=EVERYWHERE)
     assert {h.metadata["message_id"] for h in boats} == {m.id for m in batch[:LONG_THREAD]}
     assert all(h.metadata["thread_id"] == "long" for h in boats)
 

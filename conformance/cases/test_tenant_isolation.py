@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from recallstack.core.api.memory import Memory
 from recallstack.core.errors import InvalidInputError, NotFoundError
 from recallstack.core.messages import Message
+from recallstack.core.vectors import EVERYWHERE
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 WORDS = ["lisbon", "hotel", "river", "pasta", "garlic", "train", "museum", "coffee"]
@@ -95,7 +96,11 @@ class Tenants:
         assert semantic is not None
         probe = np.ones(semantic.embedder.embedder.dimension, dtype=np.float32)
         hits = semantic.vector.query(
-            semantic.index_name(), probe, 1_000, filter={"resource_id": resource}
+            semantic.index_name(),
+            probe,
+            1_000,
+            filter={"resource_id": resource},
+            partition=EVERYWHERE,
         )
         vectors = sorted((h.id, repr(sorted(h.metadata.items()))) for h in hits)
         return threads, messages, vectors

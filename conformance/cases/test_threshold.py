@@ -6,7 +6,7 @@ import pytest
 
 from recallstack.conformance.dataset import vectors
 from recallstack.conformance.twin import Twin
-from recallstack.core.vectors import METRICS, Metric
+from recallstack.core.vectors import EVERYWHERE, METRICS, Metric
 
 
 @pytest.mark.parametrize("metric", METRICS)
@@ -17,9 +17,9 @@ def test_threshold_is_inclusive_at_a_result_score(twin: Twin, metric: Metric) ->
     data = vectors(30, 6, seed=11)
     twin.upsert(name, [f"v{i:02d}" for i in range(30)], data)
     query = vectors(1, 6, seed=12)[0]
-    ranked = twin.store.query(name, query, 30)
+    ranked = twin.store.query(name, query, 30, partition=EVERYWHERE)
     cut = ranked[9].score
-    kept = twin.store.query(name, query, 30, min_score=cut)
+    kept = twin.store.query(name, query, 30, min_score=cut, partition=EVERYWHERE)
     assert [r.id for r in kept] == [r.id for r in ranked if r.score >= cut]
     assert ranked[9].id in {r.id for r in kept}
     assert all(r.score >= cut for r in kept)

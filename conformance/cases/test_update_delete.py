@@ -6,6 +6,7 @@ import pytest
 
 from recallstack.conformance.twin import Twin
 from recallstack.core.errors import InvalidInputError
+from recallstack.core.vectors import EVERYWHERE
 
 
 @pytest.fixture
@@ -57,13 +58,19 @@ def test_unknown_ids_and_no_match_are_no_ops(twin: Twin, seeded: str) -> None:
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda s, n: s.delete(n), "exactly one"),
-        (lambda s, n: s.delete(n, ids=["a"], filter={"k": 1}), "exactly one"),
-        (lambda s, n: s.delete(n, ids=[]), "non-empty"),
-        (lambda s, n: s.delete(n, filter={}), "empty filter"),
-        (lambda s, n: s.update(n, id="a", filter={"k": 1}, metadata={}), "exactly one"),
-        (lambda s, n: s.update(n, filter={}, metadata={"k": 0}), "empty filter"),
-        (lambda s, n: s.update(n, id="a"), "vector, metadata"),
+        (lambda s, n: s.delete(n, partition=EVERYWHERE), "exactly one"),
+        (lambda s, n: s.delete(n, ids=["a"], filter={"k": 1}, partition=EVERYWHERE), "exactly one"),
+        (lambda s, n: s.delete(n, ids=[], partition=EVERYWHERE), "non-empty"),
+        (lambda s, n: s.delete(n, filter={}, partition=EVERYWHERE), "empty filter"),
+        (
+            lambda s, n: s.update(n, id="a", filter={"k": 1}, metadata={}, partition=EVERYWHERE),
+            "exactly one",
+        ),
+        (
+            lambda s, n: s.update(n, filter={}, metadata={"k": 0}, partition=EVERYWHERE),
+            "empty filter",
+        ),
+        (lambda s, n: s.update(n, id="a", partition=EVERYWHERE), "vector, metadata"),
     ],
 )
 def test_rejected(twin: Twin, seeded: str, call: object, message: str) -> None:

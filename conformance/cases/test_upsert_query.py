@@ -7,7 +7,7 @@ import pytest
 
 from recallstack.conformance.dataset import vectors
 from recallstack.conformance.twin import Twin
-from recallstack.core.vectors import METRICS, Metric
+from recallstack.core.vectors import EVERYWHERE, METRICS, Metric
 
 
 def test_single_and_batch_upsert(twin: Twin) -> None:
@@ -43,11 +43,11 @@ def test_include_vector(twin: Twin) -> None:
     name = twin.index(4)
     data = vectors(3, 4)
     twin.upsert(name, ["a", "b", "c"], data)
-    with_vectors = twin.store.query(name, data[0], 3, include_vector=True)
+    with_vectors = twin.store.query(name, data[0], 3, include_vector=True, partition=EVERYWHERE)
     for r in with_vectors:
         assert r.vector is not None
         assert np.allclose(r.vector, data[["a", "b", "c"].index(r.id)], atol=1e-6)
-    assert all(r.vector is None for r in twin.store.query(name, data[0], 3))
+    assert all(r.vector is None for r in twin.store.query(name, data[0], 3, partition=EVERYWHERE))
 
 
 @pytest.mark.parametrize("metric", METRICS)
@@ -65,9 +65,9 @@ def test_ties_are_ordered_by_id(twin: Twin) -> None:
     name = twin.index(3)
     same = [1.0, 2.0, 3.0]
     twin.upsert(name, ["c", "a", "d", "b"], [same, same, same, [3.0, 2.0, 1.0]])
-    results = twin.store.query(name, same, 4)
+    results = twin.store.query(name, same, 4, partition=EVERYWHERE)
     assert [r.id for r in results] == ["a", "c", "d", "b"]
-    assert [r.id for r in twin.store.query(name, same, 2)] == ["a", "c"]
+    assert [r.id for r in twin.store.query(name, same, 2, partition=EVERYWHERE)] == ["a", "c"]
 
 
 def test_get_reads_vectors_and_metadata_by_id(twin: Twin) -> None:

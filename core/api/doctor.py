@@ -31,7 +31,7 @@ from recallstack.core.messages import Message
 from recallstack.core.recall.derived import context_size, context_text, contexts, digest
 from recallstack.core.runtime.backends import Backends
 from recallstack.core.runtime.calls import run
-from recallstack.core.vectors import StoredVector
+from recallstack.core.vectors import EVERYWHERE, StoredVector
 
 Progress = Callable[[int, int], None]
 
@@ -123,14 +123,18 @@ def repair(memory: Memory, found: Checkup) -> Checkup:
     for name, ids in found.orphans.items():
         if ids and store is not None:
             for start in range(0, len(ids), PAGE):
-                store.delete(name, ids=ids[start : start + PAGE])
+                store.delete(name, ids=ids[start : start + PAGE], partition=EVERYWHERE)
     again = sorted({i for ids in [*found.missing.values(), *found.stale.values()] for i in ids})
     if again:
         storage.forget_indexed(again)
     for name, ids in found.stale.items():
         if ids and store is not None:
             for start in range(0, len(ids), PAGE):
-                store.delete(name, filter={"message_id": {"$in": ids[start : start + PAGE]}})
+                store.delete(
+                    name,
+                    filter={"message_id": {"$in": ids[start : start + PAGE]}},
+                    partition=EVERYWHERE,
+                )
     own = memory.semantic.own_index_names() if memory.semantic is not None else set()
     if again and memory.semantic is not None:
         memory.reindex()

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 
 from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.recall.records import chunk_id
-from recallstack.core.vectors import QueryResult, StoredVector
+from recallstack.core.vectors import EVERYWHERE, QueryResult, StoredVector
 
 READ = 1_000
 """Vectors asked for per query."""
@@ -66,7 +66,7 @@ def all_vectors(store: VectorStore, name: str) -> Iterator[list[QueryResult]]:
     while todo:
         low, high = todo.pop()
         where = {"created_at": {"$gte": low, "$lt": high}}
-        hits = store.query(name, probe, limit, filter=where)
+        hits = store.query(name, probe, limit, filter=where, partition=EVERYWHERE)
         if len(hits) < limit:
             yield hits
         elif high - low > 1:

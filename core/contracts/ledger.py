@@ -7,8 +7,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from datetime import datetime
 
-from recallstack.core.errors import InvalidInputError, is_positive_int
-from recallstack.core.inputs import check_id, check_ids
+from recallstack.core.errors import InvalidInputError
+from recallstack.core.inputs import check_id, check_ids, is_positive_int
 from recallstack.core.messages import Message
 
 

@@ -18,9 +18,8 @@ from recallstack.core.errors import (
     InvalidInputError,
     NotFoundError,
     UnsupportedFeatureError,
-    is_positive_int,
 )
-from recallstack.core.inputs import check_id, check_ids, check_text
+from recallstack.core.inputs import check_id, check_ids, check_text, is_positive_int
 from recallstack.core.keywords import query_terms, words
 from recallstack.core.messages import Message, as_utc, utc_now
 from recallstack.core.records import Include, MessagePage, Page, Resource, Thread, ThreadPage

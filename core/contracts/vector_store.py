@@ -27,17 +27,21 @@ from recallstack.core.errors import (
     RecallstackError,
     UnsupportedFeatureError,
     UnsupportedFilterError,
-    is_positive_int,
 )
 from recallstack.core.filters import Node, parse_filter
+from recallstack.core.inputs import is_positive_int
 from recallstack.core.metadata import Metadata, normalize_metadata
 from recallstack.core.vectors import (
     METRICS,
+    PARTITION_KEYS,
+    Everywhere,
     IndexConfig,
     IndexStats,
     Matrix,
     Metric,
+    Partition,
     QueryResult,
+    Reach,
     StoredVector,
     trusted_hit,
 )
@@ -69,11 +73,13 @@ def wraps_driver_errors(method: Method) -> Method:
 
 @dataclass(frozen=True)
 class VectorBatch:
-    """A validated upsert: ids, an (n, d) float32 matrix, normalised metadata."""
+    """A validated upsert: ids, an (n, d) float32 matrix, normalised metadata (which
+    holds the batch's partition, if it has one, under `PARTITION_KEYS`)."""
 
     ids: list[str]
     vectors: Matrix
     metadata: list[Metadata]
+    partition: Partition | None
 
 
 class VectorStore(ABC):
@@ -135,10 +141,15 @@ class VectorStore(ABC):
         ids: Sequence[str],
         vectors: Sequence[Sequence[float]] | Matrix,
         metadata: Sequence[Mapping[str, Any] | None] | None = None,
+        *,
+        partition: Reach,
     ) -> list[str]:
-        """Insert or overwrite vectors by id; returns the ids."""
+        """Insert or overwrite vectors by id, in a partition or in none (`EVERYWHERE`);
+        returns the ids. An id is one vector in the whole index: written again in
+        another partition, it moves there."""
+        into = _partition(partition)
         dimension, metric = self._require(name)
-        batch = _validate_batch(ids, vectors, metadata, dimension, metric, name)
+        batch = _validate_batch(ids, vectors, metadata, dimension, metric, name, into)
         self._upsert(name, batch)
         return batch.ids
 
@@ -151,8 +162,12 @@ class VectorStore(ABC):
         filter: FilterInput = None,
         include_vector: bool = False,
         min_score: float | None = None,
+        *,
+        partition: Reach,
     ) -> list[QueryResult]:
-        """The top_k most similar vectors that match the filter, best first, ties by id."""
+        """The top_k most similar vectors of the partition that match the filter, best
+        first, ties by id."""
+        within = _partition(partition)
         if not is_positive_int(top_k):
             raise InvalidInputError(f"top_k must be a positive int, got {top_k!r}")
         if top_k > self.capabilities.max_top_k:
@@ -169,7 +184,7 @@ class VectorStore(ABC):
         node = self._filter(filter)
         dimension, metric = self._require(name)
         q = check_vector(vector, dimension, metric, f"query on index {name!r}")
-        hits = self._query(name, q, top_k, node, include_vector, min_score)
+        hits = self._query(name, q, top_k, node, within, include_vector, min_score)
         if metric == "cosine" and any(not -1.0 <= h.score <= 1.0 for h in hits):
             # an engine's rounding stepped past ±1 (a vector with itself): held to the
             # range, the hits it makes tie are ordered by id, as every tie is
@@ -209,24 +224,39 @@ class VectorStore(ABC):
         filter: FilterInput = None,
         vector: Sequence[float] | Matrix | None = None,
         metadata: Mapping[str, Any] | None = None,
+        *,
+        partition: Reach,
     ) -> None:
-        """Replace the vector and/or the whole metadata of one id or of every match."""
+        """Replace the vector and/or the metadata of one id or of every match in the
+        partition. A vector stays in the partition it was written in: new metadata
+        replaces all but the partition's keys."""
+        within = _partition(partition)
         target = self._target(name, [id] if id is not None else None, filter, "update")
         if vector is None and metadata is None:
             raise InvalidInputError("update needs a vector, metadata or both")
         dimension, metric = self._require(name)
         v = None if vector is None else check_vector(vector, dimension, metric, "update")
-        meta = None if metadata is None else normalize_metadata(metadata, "update.metadata")
-        self._update(name, target, v, meta)
+        meta = None
+        if metadata is not None:
+            meta = _partitioned(normalize_metadata(metadata, "update.metadata"), None, "update")
+        self._update(name, target, within, v, meta)
 
     @wraps_driver_errors
     def delete(
-        self, name: str, ids: Sequence[str] | None = None, filter: FilterInput = None
+        self,
+        name: str,
+        ids: Sequence[str] | None = None,
+        filter: FilterInput = None,
+        *,
+        partition: Reach,
     ) -> None:
-        """Delete by ids or by filter (exactly one); no match is a no-op."""
-        target = self._target(name, ids, filter, "delete")
+        """Delete by ids or by filter (at most one), within the partition; with neither,
+        every vector of the partition (never of the whole index). No match is a no-op."""
+        within = _partition(partition)
+        whole = ids is None and filter is None and within is not None
+        target = None if whole else self._target(name, ids, filter, "delete")
         self._require(name)
-        self._delete(name, target)
+        self._delete(name, target, within)
 
     # ---- shared checks --------------------------------------------------------
 
@@ -278,9 +308,12 @@ class VectorStore(ABC):
         vector: Matrix,
         top_k: int,
         filter: Node | None,
+        partition: Partition | None,
         include_vector: bool,
         min_score: float | None,
-    ) -> list[QueryResult]: ...
+    ) -> list[QueryResult]:
+        """The best hits among the vectors `partition.holds` (all, when None) that match
+        the filter."""
 
     @abstractmethod
     def _get(self, name: str, ids: list[str]) -> list[StoredVector]:
@@ -298,11 +331,22 @@ class VectorStore(ABC):
 
     @abstractmethod
     def _update(
-        self, name: str, target: list[str] | Node, vector: Matrix | None, metadata: Metadata | None
-    ) -> None: ...
+        self,
+        name: str,
+        target: list[str] | Node,
+        partition: Partition | None,
+        vector: Matrix | None,
+        metadata: Metadata | None,
+    ) -> None:
+        """Replace what is given of the targets the partition holds (all, when None); new
+        metadata (which never names a partition key) keeps each target's partition keys."""
 
     @abstractmethod
-    def _delete(self, name: str, target: list[str] | Node) -> None: ...
+    def _delete(
+        self, name: str, target: list[str] | Node | None, partition: Partition | None
+    ) -> None:
+        """Delete the targets the partition holds (all of the index's, without one); no
+        target is every vector of the partition."""
 
     def wait_until_consistent(self, name: str) -> None:
         """Block until earlier writes to `name` are visible to queries.
@@ -313,6 +357,27 @@ class VectorStore(ABC):
 
     def close(self) -> None:
         """Release connections; the default has nothing to release."""
+
+
+def _partition(partition: Reach) -> Partition | None:
+    """The partition a call names, None for `EVERYWHERE`; anything else is refused."""
+    if isinstance(partition, Partition):
+        return partition
+    if isinstance(partition, Everywhere):
+        return None
+    raise InvalidInputError(
+        f"partition must be a Partition or EVERYWHERE, got {type(partition).__name__}"
+    )
+
+
+def _partitioned(metadata: Metadata, partition: Partition | None, where: str) -> Metadata:
+    """The metadata with the partition's keys, which it may not name itself."""
+    if not metadata.keys().isdisjoint(PARTITION_KEYS):
+        key = next(k for k in PARTITION_KEYS if k in metadata)
+        raise InvalidInputError(
+            f"{where}: {key!r} is the partition's, not metadata: pass partition=Partition(...)"
+        )
+    return metadata if partition is None else {**metadata, **partition.fields()}
 
 
 def _clamped(hit: QueryResult) -> QueryResult:
@@ -372,6 +437,7 @@ def _validate_batch(
     dimension: int,
     metric: Metric,
     name: str,
+    partition: Partition | None,
 ) -> VectorBatch:
     where = f"upsert into index {name!r}"
     if isinstance(ids, str):
@@ -389,10 +455,13 @@ def _validate_batch(
     if metadata is not None and len(metadata) != len(id_list):
         raise InvalidInputError(f"{where}: {len(id_list)} ids but {len(metadata)} metadata")
     meta = [
-        normalize_metadata(m, f"{where}: metadata[{n}]")
+        _partitioned(
+            normalize_metadata(m, f"{where}: metadata[{n}]"), partition, f"{where}: metadata[{n}]"
+        )
         for n, m in enumerate(metadata or [None] * len(id_list))
     ]
-    return VectorBatch(id_list, _validate_matrix(vectors, dimension, metric, where), meta)
+    matrix = _validate_matrix(vectors, dimension, metric, where)
+    return VectorBatch(id_list, matrix, meta, partition)
 
 
 def _validate_matrix(

@@ -13,6 +13,7 @@ import unicodedata
 from collections.abc import Callable
 
 from recallstack.core.contracts.embedder import Tokenized
+from recallstack.core.runtime.embedding_cache import CachedEmbedder
 
 Tokenize = Callable[[str], Tokenized]
 """A text → its tokens: the character offset where each starts, in order."""
@@ -127,3 +128,9 @@ def _word_char(char: str) -> bool:
 def _wide(char: str) -> bool:
     """A CJK character: every cut next to one falls between words."""
     return unicodedata.east_asian_width(char) in ("W", "F")
+
+
+def chunks(embedder: CachedEmbedder, text: str, overlap: int) -> list[Tokenized]:
+    """A text cut into chunks the embedder's model takes whole, each with its tokens."""
+    model = embedder.embedder
+    return chunk_text(text, model.max_input, model.tokenize, overlap)

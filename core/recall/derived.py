@@ -19,10 +19,11 @@ from recallstack.core.batching import batched
 from recallstack.core.contracts.storage import Storage
 from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.errors import IndexNotFoundError
-from recallstack.core.filters import Condition
+from recallstack.core.filters import Condition, Node
 from recallstack.core.messages import Message
 from recallstack.core.records import Include
 from recallstack.core.runtime.calls import Steps, call
+from recallstack.core.vectors import Partition
 
 _CONTEXT = re.compile(r"_context(\d+)$")
 
@@ -87,17 +88,28 @@ def delete_vectors(
     thread_id: str | None = None,
     max_values: int,
 ) -> Steps[None]:
-    """Delete these messages' (or this thread's) vectors, every chunk, in the indexes
-    `names` (one that no longer exists is passed over); `max_values` is the vector
-    store's bound on an `$in` list."""
+    """Delete these stored messages' (or this thread's) vectors, every chunk, in the
+    indexes `names` (one that no longer exists is passed over), each in its partition,
+    read from storage; `max_values` is the vector store's bound on an `$in` list."""
+    reach: list[tuple[Partition, Node | None]] = []  # no filter: the whole partition
+    if thread_id is not None:
+        thread = yield from call(Storage.get_thread, thread_id)
+        if thread is not None:
+            reach.append((Partition(thread.resource_id, thread_id), None))
+    for ids in batched(message_ids, max_values):
+        stored = yield from call(Storage.get_messages, list(ids))
+        owners: dict[str, list[str]] = {}
+        for m in stored:
+            if m.resource_id is not None:  # always, for a stored message
+                owners.setdefault(m.resource_id, []).append(m.id)
+        reach += [
+            (Partition(owner), Condition(("message_id",), "$in", tuple(held)))
+            for owner, held in owners.items()
+        ]
     for name in names:
         try:
-            if thread_id is not None:
-                in_thread = Condition(("thread_id",), "$eq", thread_id)
-                yield from call(VectorStore.delete, name, filter=in_thread)
-            for ids in batched(message_ids, max_values):
-                in_ids = Condition(("message_id",), "$in", tuple(ids))
-                yield from call(VectorStore.delete, name, filter=in_ids)
+            for partition, which in reach:
+                yield from call(VectorStore.delete, name, filter=which, partition=partition)
             yield from call(VectorStore.wait_until_consistent, name)
         except IndexNotFoundError:
             continue  # recorded in the ledger, since deleted: nothing to delete there

@@ -16,7 +16,7 @@ from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.errors import EmbeddingRefusedError
 from recallstack.core.filters import Condition, and_filters
 from recallstack.core.messages import Message
-from recallstack.core.recall.chunking import chunk_text
+from recallstack.core.recall.chunking import chunks
 from recallstack.core.recall.derived import context_text, contexts, digest
 from recallstack.core.recall.indexes import context_index, main_index
 from recallstack.core.recall.records import IndexReport, chunk_id, vector_metadata
@@ -24,16 +24,10 @@ from recallstack.core.records import Thread
 from recallstack.core.runtime.calls import Steps, call
 from recallstack.core.runtime.config import SemanticRecallConfig
 from recallstack.core.runtime.embedding_cache import CachedEmbedder
-from recallstack.core.vectors import Matrix
+from recallstack.core.vectors import Matrix, Partition
 
 CONTEXT_CHECKS = 3
 """How many times a save reads contexts again after writing them (`_write_contexts`)."""
-
-
-def chunks(embedder: CachedEmbedder, text: str, overlap: int) -> list[Tokenized]:
-    """A text cut into chunks the embedder's model takes whole, each with its tokens."""
-    model = embedder.embedder
-    return chunk_text(text, model.max_input, model.tokenize, overlap)
 
 
 def chunks_of(
@@ -186,36 +180,47 @@ class Indexing:
         ids: list[str] = []
         inputs: list[Tokenized] = []
         metadata: list[dict[str, Any]] = []
+        partitions: list[Partition] = []
         counts: dict[str, int] = {}
+        owners: dict[str, str] = {}
+        made: dict[tuple[str, str], Partition] = {}
+        refused: dict[str, str] = {}
         for m in messages:
-            counts[m.id] = len(texts[m.id])
-            if not texts[m.id]:
-                continue
             if m.thread_id not in threads:
                 found = yield from call(Storage.get_thread, m.thread_id)
                 if found is not None:
                     threads[m.thread_id] = found
-            common = {**vector_metadata(m, threads.get(m.thread_id)), **extra.get(m.id, {})}
+            thread = threads.get(m.thread_id)
+            owner = m.resource_id or (thread.resource_id if thread else None)
+            if owner is None:
+                refused[m.id] = f"its thread {m.thread_id!r} does not exist"
+                continue
+            owners[m.id], counts[m.id] = owner, len(texts[m.id])
+            common = {**vector_metadata(m, thread), **extra.get(m.id, {})}
+            partition = made.get((owner, m.thread_id)) or Partition(owner, m.thread_id)
+            made[owner, m.thread_id] = partition
             for k, chunk in enumerate(texts[m.id]):
                 ids.append(chunk_id(m.id, k, len(texts[m.id])))
                 inputs.append(chunk)
                 metadata.append({**common, "chunk": k})
+                partitions.append(partition)
         if (
             not ids
             and name not in self._ready
             and name not in (yield from call(VectorStore.list_indexes))
         ):
-            return {}  # nothing to write, and no index that could hold stale chunks
+            return refused  # nothing to write, and no index that could hold stale chunks
         if name not in self._ready:
             dimension = self.embedder.embedder.dimension
             yield from call(VectorStore.create_index, name, dimension, config=config.index_config)
             self._ready.add(name)
-        refused: dict[str, str] = {}
         if ids:
-            refused = yield from self._upsert(name, ids, inputs, metadata, known)
+            refused |= yield from self._upsert(name, ids, inputs, metadata, partitions, known)
         new = set(new)
         yield from self._delete_stale(
-            name, {m: n for m, n in counts.items() if m not in new and m not in refused}
+            name,
+            {m: n for m, n in counts.items() if m not in new and m not in refused},
+            owners,
         )
         yield from call(VectorStore.wait_until_consistent, name)  # the next recall reads it
         return refused
@@ -226,10 +231,12 @@ class Indexing:
         ids: list[str],
         inputs: list[Tokenized],
         metadata: list[dict[str, Any]],
+        partitions: list[Partition],
         known: Mapping[str, Matrix],
     ) -> Steps[dict[str, str]]:
         """Embed the chunks not `known` and upsert every vector but those of a message
-        the embedder refused a chunk of; returns those messages, with why."""
+        the embedder refused a chunk of, one upsert per partition; returns those
+        messages, with why."""
         vectors = np.empty((len(ids), self.embedder.embedder.dimension), dtype=np.float32)
         todo = [i for i, chunk in enumerate(ids) if chunk not in known]
         for i, chunk in enumerate(ids):
@@ -244,35 +251,46 @@ class Indexing:
                 refused = {
                     str(metadata[todo[i]]["message_id"]): why for i, why in exc.refused.items()
                 }
-        keep = [i for i, row in enumerate(metadata) if row["message_id"] not in refused]
-        if keep:
+        groups: dict[Partition, list[int]] = {}
+        for i, row in enumerate(metadata):
+            if row["message_id"] not in refused:
+                groups.setdefault(partitions[i], []).append(i)
+        for partition, keep in groups.items():
             yield from call(
                 VectorStore.upsert,
                 name,
                 [ids[i] for i in keep],
                 vectors[keep],
                 [metadata[i] for i in keep],
+                partition=partition,
             )
         return refused
 
-    def _delete_stale(self, name: str, counts: dict[str, int]) -> Steps[None]:
-        """Delete the chunks beyond each message's current count of `counts[id]`.
+    def _delete_stale(
+        self, name: str, counts: dict[str, int], owners: Mapping[str, str]
+    ) -> Steps[None]:
+        """Delete the chunks beyond each message's current count of `counts[id]`, in its
+        resource (`owners`): a message may have moved there from another thread.
 
         Chunk ids are deterministic (`chunk_id`), so what may be stale is known
         without reading: chunks numbered from the count on, and the one id whose
         name changes between one chunk and several (`<id>` against `<id>#0`).
         """
-        if not counts:
-            return
-        renamed = [chunk_id(i, 0, 2 if n == 1 else 1) for i, n in counts.items() if n > 0]
-        if renamed:
-            yield from call(VectorStore.delete, name, ids=renamed)
-        beyond: dict[int, list[str]] = {}
+        by_resource: dict[str, dict[str, int]] = {}
         for message_id, n in counts.items():
-            beyond.setdefault(n, []).append(message_id)
-        for n, group in beyond.items():
-            for ids in batched(group, self.vector.capabilities.max_filter_values):
-                stale = and_filters(
-                    Condition(("message_id",), "$in", tuple(ids)), Condition(("chunk",), "$gte", n)
-                )
-                yield from call(VectorStore.delete, name, filter=stale)
+            by_resource.setdefault(owners[message_id], {})[message_id] = n
+        for resource_id, held in by_resource.items():
+            within = Partition(resource_id)
+            renamed = [chunk_id(i, 0, 2 if n == 1 else 1) for i, n in held.items() if n > 0]
+            if renamed:
+                yield from call(VectorStore.delete, name, ids=renamed, partition=within)
+            beyond: dict[int, list[str]] = {}
+            for message_id, n in held.items():
+                beyond.setdefault(n, []).append(message_id)
+            for n, group in beyond.items():
+                for ids in batched(group, self.vector.capabilities.max_filter_values):
+                    stale = and_filters(
+                        Condition(("message_id",), "$in", tuple(ids)),
+                        Condition(("chunk",), "$gte", n),
+                    )
+                    yield from call(VectorStore.delete, name, filter=stale, partition=within)

@@ -9,6 +9,7 @@ from typing import Any
 from recallstack.core.messages import Message
 from recallstack.core.metadata import epoch_ms, normalize_metadata
 from recallstack.core.records import Thread
+from recallstack.core.vectors import PARTITION_KEYS
 
 
 @dataclass(frozen=True)
@@ -47,13 +48,13 @@ class Recalled:
 
 
 def vector_metadata(message: Message, thread: Thread | None) -> dict[str, Any]:
-    """What every vector of a message carries but its `chunk`: the thread's metadata,
-    then the reserved keys, which win."""
+    """What every vector of a message carries but its `chunk` and its partition (the
+    store adds `resource_id` and `thread_id`): the thread's metadata, then the reserved
+    keys, which win."""
+    own = normalize_metadata(thread.metadata if thread else {}, "thread metadata")
     return {
-        **normalize_metadata(thread.metadata if thread else {}, "thread metadata"),
+        **{k: v for k, v in own.items() if k not in PARTITION_KEYS},
         "message_id": message.id,
-        "thread_id": message.thread_id,
-        "resource_id": message.resource_id or (thread.resource_id if thread else None),
         "role": message.role,
         "created_at": epoch_ms(message.created_at),
     }

@@ -10,19 +10,19 @@ from collections.abc import Collection
 from recallstack.core.contracts.storage import Storage
 from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.errors import IndexNotFoundError, InvalidInputError
-from recallstack.core.filters import Condition, Node, and_filters, matches
+from recallstack.core.filters import Node, matches
 from recallstack.core.inputs import MAX_QUERY_LENGTH, check_id, check_text
 from recallstack.core.messages import Message
+from recallstack.core.recall.chunking import chunks
 from recallstack.core.recall.fusion import fuse
 from recallstack.core.recall.indexes import context_index, main_index
-from recallstack.core.recall.indexing import chunks
 from recallstack.core.recall.other_threads import render
 from recallstack.core.recall.records import Hit, Recalled, vector_metadata
 from recallstack.core.records import Include
 from recallstack.core.runtime.calls import Steps, call
 from recallstack.core.runtime.config import Fusion, SemanticRecallConfig
 from recallstack.core.runtime.embedding_cache import CachedEmbedder
-from recallstack.core.vectors import Matrix, QueryResult
+from recallstack.core.vectors import Matrix, Partition, QueryResult
 
 
 class Retrieval:
@@ -53,22 +53,28 @@ class Retrieval:
             raise InvalidInputError(
                 "semantic recall with scope='resource' needs a resource_id (or use scope='thread')"
             )
-        scope = (
-            Condition(("resource_id",), "$eq", resource_id)
-            if config.scope == "resource"
-            else Condition(("thread_id",), "$eq", thread_id)
-        )
-        combined = and_filters(scope, config.filter_node)
         pieces = chunks(self.embedder, query, config.chunk_overlap)
         if not pieces:
             return []
+        if resource_id is None:  # a thread's recall, its resource not named: the thread's
+            assert thread_id is not None
+            thread = yield from call(Storage.get_thread, thread_id)
+            if thread is None:
+                return []
+            resource_id = thread.resource_id
+        within = Partition(resource_id, thread_id if config.scope == "thread" else None)
         fusion = config.hybrid.fusion if config.hybrid else None
         pool = max(config.top_k, fusion.candidates) if fusion else config.top_k
         vectors = yield from call(CachedEmbedder.embed, pieces)
         model = self.embedder.embedder
         try:
             dense = yield from self._nearest(
-                main_index(config, model), vectors, pool, combined, config.threshold
+                main_index(config, model),
+                vectors,
+                pool,
+                within,
+                config.filter_node,
+                config.threshold,
             )
         except IndexNotFoundError:
             return []  # nothing was ever saved under this embedder
@@ -80,7 +86,9 @@ class Retrieval:
         context: dict[str, QueryResult] = {}
         if (context_name := context_index(config, model)) is not None:
             with contextlib.suppress(IndexNotFoundError):  # none written yet: see reindex()
-                context = yield from self._nearest(context_name, vectors, pool, combined, None)
+                context = yield from self._nearest(
+                    context_name, vectors, pool, within, config.filter_node, None
+                )
         return (
             yield from self._hybrid(dense, context, query, thread_id, resource_id, config, fusion)
         )
@@ -90,6 +98,7 @@ class Retrieval:
         name: str,
         vectors: Matrix,
         pool: int,
+        within: Partition,
         where: Node | None,
         threshold: float | None,
     ) -> Steps[dict[str, QueryResult]]:
@@ -98,7 +107,13 @@ class Retrieval:
         best: dict[str, QueryResult] = {}
         for vector in vectors:
             results = yield from call(
-                VectorStore.query, name, vector, pool, filter=where, min_score=threshold
+                VectorStore.query,
+                name,
+                vector,
+                pool,
+                filter=where,
+                min_score=threshold,
+                partition=within,
             )
             for r in results:
                 message_id = str(r.metadata["message_id"])
@@ -112,7 +127,7 @@ class Retrieval:
         context: dict[str, QueryResult],
         query: str,
         thread_id: str | None,
-        resource_id: str | None,
+        resource_id: str,
         config: SemanticRecallConfig,
         fusion: Fusion,
     ) -> Steps[list[Hit]]:
@@ -121,19 +136,14 @@ class Retrieval:
         pass the filter (checked on the metadata its vectors carry) and be in the
         scope, and with a `threshold` every hit must be a semantic one: the threshold
         stays a floor on semantic similarity. Returns the top_k."""
-        if resource_id is None:
-            thread = yield from call(Storage.get_thread, str(thread_id))
-            resource_id = thread.resource_id if thread else None
-        words: list[tuple[str, float]] = []
         in_thread = thread_id if config.scope == "thread" else None
-        if resource_id is not None:
-            words = yield from call(
-                Storage.search_words,
-                query,
-                resource_id=resource_id,
-                thread_id=in_thread,
-                limit=fusion.candidates,
-            )
+        words = yield from call(
+            Storage.search_words,
+            query,
+            resource_id=resource_id,
+            thread_id=in_thread,
+            limit=fusion.candidates,
+        )
         if config.threshold is not None:  # only semantic hits are fused
             words = [(i, score) for i, score in words if i in dense]
             context = {i: r for i, r in context.items() if i in dense}

@@ -118,7 +118,7 @@ class SemanticRecallConfig(Model):
     @functools.cached_property
     def filter_node(self) -> Node | None:
         """`filter` as a filter tree, parsed once per configuration, not per query."""
-        return parse_filter(self.filter)
+        return None if self.filter is None else parse_filter(self.filter)
 
 
 class MemoryConfig(Model):

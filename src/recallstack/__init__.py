@@ -43,11 +43,12 @@ from recallstack.core.runtime.config import (
 )
 from recallstack.core.runtime.hookspecs import hookimpl
 from recallstack.core.runtime.registry import Backend, ConformanceTarget, registry
-from recallstack.core.vectors import IndexConfig, IndexStats, QueryResult
+from recallstack.core.vectors import EVERYWHERE, IndexConfig, IndexStats, Partition, QueryResult
 
 __version__ = _version("recallstack")
 
 __all__ = [
+    "EVERYWHERE",
     "AsyncMemory",
     "Backend",
     "BackendError",
@@ -72,6 +73,7 @@ __all__ = [
     "MissingDependencyError",
     "NotFoundError",
     "Page",
+    "Partition",
     "Processor",
     "QueryResult",
     "RecallResult",
