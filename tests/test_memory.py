@@ -22,7 +22,7 @@ from recallstack.core.contracts.storage import Storage
 from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.errors import InvalidInputError, NotFoundError, UnsupportedFeatureError
 from recallstack.core.messages import Message
-from recallstack.core.vectors import EVERYWHERE, Matrix
+from recallstack.core.vectors import EVERYWHERE, Matrix, Partition
 from recallstack.embedders.hashing import HashEmbedder
 
 T0 = datetime(2024, 1, 15, 10, 30, tzinfo=UTC)
@@ -495,6 +495,51 @@ def test_a_shorter_edit_leaves_no_stale_chunk() -> None:
         assert chunks() == expected
     memory.save_messages([Message(id="m", thread_id="t", role="system", content="x")])
     assert chunks() == set()
+
+
+def test_a_message_id_holding_a_hash_never_shares_a_vector(
+    backends: tuple[Storage, VectorStore],
+) -> None:
+    """Bob's message `x#1` and the second chunk of Ada's long message `x` once had one
+    vector id, so Bob's save moved Ada's chunk into his partition. Vector ids escape
+    `#` and `%` in message ids now: each message keeps its own vectors."""
+    memory = memory_on(backends, embedder=HashEmbedder(64))
+    memory.create_thread("ada", thread_id="ada-t")
+    memory.create_thread("bob", thread_id="bob-t")
+    long = " ".join(["lisbon"] * 4500)  # three chunks of the hash embedder's 2,000 words
+    memory.save_messages([Message(id="x", thread_id="ada-t", role="user", content=long)])
+    theirs = ["x#1", "x%231", "x%2", "%"]  # the old clash, and the escape's own
+    memory.save_messages(
+        [Message(id=i, thread_id="bob-t", role="user", content="lisbon") for i in theirs]
+    )
+    name = memory.semantic.index_name()  # type: ignore[union-attr]
+    probe = HashEmbedder(64).embed(["lisbon"])[0]
+    stored = backends[1].query(name, probe, 100, partition=EVERYWHERE)
+    owners = {h.id: (h.metadata["message_id"], h.metadata["resource_id"]) for h in stored}
+    assert len(owners) == 3 + len(theirs)
+    assert sorted(m for m, r in owners.values() if r == "ada") == ["x", "x", "x"]
+    assert sorted(m for m, r in owners.values() if r == "bob") == sorted(theirs)
+    for resource, own in (("ada", {"x"}), ("bob", set(theirs))):
+        found = memory.search(resource, "lisbon", top_k=10)
+        assert {h.message.id for h in found} == own
+
+
+def test_doctor_moves_vectors_written_under_the_old_ids() -> None:
+    """A store saved before vector ids escaped `#`: its vector sits under the old id,
+    which `doctor` finds and `--repair` writes again under the new one."""
+    store = InMemoryVectorStore()
+    memory = Memory(InMemoryStorage(), store, HashEmbedder(64), RECALL)
+    memory.create_thread("ada", thread_id="t")
+    memory.save_messages([Message(id="q#1", thread_id="t", role="user", content="tea")])
+    name = memory.semantic.index_name()  # type: ignore[union-attr]
+    (new,) = store.get(name, ["q%231"])
+    store.delete(name, ids=[new.id], partition=EVERYWHERE)
+    kept = {k: v for k, v in new.metadata.items() if k not in ("resource_id", "thread_id")}
+    store.upsert(name, ["q#1"], [new.vector], [kept], partition=Partition("ada", "t"))
+    assert not memory.doctor().ok
+    assert memory.doctor(repair=True).ok
+    assert [v.id for v in store.get(name, ["q#1", "q%231"])] == ["q%231"]
+    assert [h.message.id for h in memory.search("ada", "tea")] == ["q#1"]
 
 
 class PoisonEmbedder(HashEmbedder):

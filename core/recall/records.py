@@ -61,5 +61,12 @@ def vector_metadata(message: Message, thread: Thread | None) -> dict[str, Any]:
 
 
 def chunk_id(message_id: str, k: int, count: int) -> str:
-    """A chunk's vector id: the message id for a single chunk, `<message id>#<k>` otherwise."""
+    """A chunk's vector id: the message id for a single chunk, `<message id>#<k>` otherwise.
+
+    In the message id, `%` and `#` are escaped (`%25`, `%23`), so a `#` in a vector
+    id only ever separates a chunk number: the message `x#1` and the second chunk of
+    a long message `x` (of another resource, perhaps) can never share a vector.
+    """
+    if "#" in message_id or "%" in message_id:
+        message_id = message_id.replace("%", "%25").replace("#", "%23")
     return message_id if count == 1 else f"{message_id}#{k}"
