@@ -79,13 +79,6 @@ class Everywhere:
     that read or repair a whole store (doctor, migrate) and for using a vector store
     on its own. Memory never queries with it."""
 
-    _instance: Everywhere | None = None
-
-    def __new__(cls) -> Everywhere:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
     def __repr__(self) -> str:
         return "EVERYWHERE"
 

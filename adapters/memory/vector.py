@@ -65,11 +65,7 @@ class _Index:
                 for i in target
                 if i in self.rows and (partition is None or partition.holds(self.rows[i][1]))
             ]
-        return [
-            i
-            for i in self.candidates(partition)
-            if target is None or matches(target, self.rows[i][1])
-        ]
+        return [i for i in self.candidates(partition) if matches(target, self.rows[i][1])]
 
 
 def _partition_entries(metadata: Metadata) -> list[tuple[str, Any]]:
@@ -113,7 +109,7 @@ class InMemoryVectorStore(VectorStore):
         with self._lock:
             index = self._indexes[name]
             rows = ((i, index.rows[i]) for i in index.candidates(partition))
-            hits = [(i, row) for i, row in rows if filter is None or matches(filter, row[1])]
+            hits = [(i, row) for i, row in rows if matches(filter, row[1])]
         if not hits:
             return []
         ids = [i for i, _ in hits]

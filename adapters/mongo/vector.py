@@ -180,7 +180,7 @@ class MongoVectorStore(VectorStore):
         return [
             d["_id"]
             for d in collection.find(query, fields)
-            if whole or target is None or matches(target, decode_metadata(d.get(METADATA, {})))
+            if whole or matches(target, decode_metadata(d.get(METADATA, {})))
         ]
 
     def _update(

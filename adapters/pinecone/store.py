@@ -276,7 +276,7 @@ class PineconeVectorStore(VectorStore):
             ids = [v.id for v in page.vectors]
             for pid, stored in data.fetch(ids=ids, namespace=self.namespace).vectors.items():
                 metadata = decode(stored.metadata)
-                if (target is None or matches_filter(target, metadata)) and (
+                if matches_filter(target, metadata) and (
                     partition is None or partition.holds(metadata)
                 ):
                     found.append(pid)

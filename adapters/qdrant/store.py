@@ -250,7 +250,7 @@ class QdrantVectorStore(VectorStore):
 
         def keep(metadata: Metadata) -> bool:
             in_partition = partition is None or partition.holds(metadata)
-            return in_partition and (filter is None or matches(filter, metadata))
+            return in_partition and matches(filter, metadata)
 
         def search(n: int) -> list[tuple[dict[str, Any], float, list[float] | None]]:
             if compiled is not None and self.driver.filters_each_point:

@@ -29,7 +29,7 @@ from recallstack.core.api.vector_reads import all_vectors, message_vectors
 from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.messages import Message
 from recallstack.core.recall.derived import context_size, context_text, contexts, digest
-from recallstack.core.recall.records import chunk_id
+from recallstack.core.recall.records import is_chunk_id
 from recallstack.core.runtime.backends import Backends
 from recallstack.core.runtime.calls import run
 from recallstack.core.vectors import EVERYWHERE, StoredVector
@@ -210,15 +210,6 @@ def _orphans(memory: Memory, store: VectorStore, name: str) -> list[str]:
         alive = {m.id for m in memory.storage.get_messages(sorted(owners))}
         for h in page:
             owner = str(h.metadata.get("message_id"))
-            if owner not in alive or not _is_chunk_of(h.id, owner):
+            if owner not in alive or not is_chunk_id(h.id, owner):
                 found.append(h.id)
     return found
-
-
-def _is_chunk_of(vector_id: str, message_id: str) -> bool:
-    """Whether a vector id is one of the message's: its own, or `<own>#<k>`."""
-    own = chunk_id(message_id, 0, 1)
-    number = vector_id[len(own) + 1 :]
-    return vector_id == own or (
-        vector_id.startswith(own + "#") and number.isdigit() and number.isascii()
-    )

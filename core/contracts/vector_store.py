@@ -79,7 +79,6 @@ class VectorBatch:
     ids: list[str]
     vectors: Matrix
     metadata: list[Metadata]
-    partition: Partition | None
 
 
 class VectorStore(ABC):
@@ -460,8 +459,7 @@ def _validate_batch(
         )
         for n, m in enumerate(metadata or [None] * len(id_list))
     ]
-    matrix = _validate_matrix(vectors, dimension, metric, where)
-    return VectorBatch(id_list, matrix, meta, partition)
+    return VectorBatch(id_list, _validate_matrix(vectors, dimension, metric, where), meta)
 
 
 def _validate_matrix(

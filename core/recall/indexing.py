@@ -197,8 +197,9 @@ class Indexing:
                 continue
             owners[m.id], counts[m.id] = owner, len(texts[m.id])
             common = {**vector_metadata(m, thread), **extra.get(m.id, {})}
-            partition = made.get((owner, m.thread_id)) or Partition(owner, m.thread_id)
-            made[owner, m.thread_id] = partition
+            if (owner, m.thread_id) not in made:  # checked once, not once per chunk
+                made[owner, m.thread_id] = Partition(owner, m.thread_id)
+            partition = made[owner, m.thread_id]
             for k, chunk in enumerate(texts[m.id]):
                 ids.append(chunk_id(m.id, k, len(texts[m.id])))
                 inputs.append(chunk)

@@ -70,3 +70,12 @@ def chunk_id(message_id: str, k: int, count: int) -> str:
     if "#" in message_id or "%" in message_id:
         message_id = message_id.replace("%", "%25").replace("#", "%23")
     return message_id if count == 1 else f"{message_id}#{k}"
+
+
+def is_chunk_id(vector_id: str, message_id: str) -> bool:
+    """Whether a vector id is one `chunk_id` gives the message: its own, or `<own>#<k>`."""
+    own = chunk_id(message_id, 0, 1)
+    number = vector_id[len(own) + 1 :]
+    return vector_id == own or (
+        vector_id.startswith(own + "#") and number.isdigit() and number.isascii()
+    )

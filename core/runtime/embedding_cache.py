@@ -10,6 +10,7 @@ from typing import Any, NamedTuple, cast
 
 import numpy as np
 
+from recallstack.core.batching import batched
 from recallstack.core.contracts.embedder import Embedder, Tokenized
 from recallstack.core.errors import BackendError, EmbeddingRefusedError
 from recallstack.core.runtime.calls import Steps, arun, call, run
@@ -54,9 +55,7 @@ class CachedEmbedder:
         missing = {k: i for k, i in zip(keys, inputs, strict=True) if k not in found}
         tokenized = all(isinstance(i, Tokenized) for i in missing.values())
         refused: dict[tuple[str, bytes], str] = {}
-        order, size = list(missing), max(1, self.embedder.batch_size)
-        for start in range(0, len(order), size):  # the model's batches
-            batch = order[start : start + size]
+        for batch in batched(list(missing), max(1, self.embedder.batch_size)):
             asked = [missing[k] for k in batch]
             try:
                 self.calls += 1
