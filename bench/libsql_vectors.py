@@ -25,6 +25,7 @@ from pathlib import Path
 
 import libsql
 import numpy as np
+from workload import upsert_grouped
 
 from recallstack.adapters.libsql.vector import LibSQLVectorStore
 from recallstack.adapters.table_names import table_name
@@ -60,11 +61,9 @@ def run(size: int, queries: int, folder: Path) -> None:
     store.create_index("bench", DIM)
     start = time.perf_counter()
     for lo in range(0, size, 5000):  # each resource's in its partition, as Memory writes
-        batch: dict[Partition, list[int]] = {}
-        for i in range(lo, min(size, lo + 5000)):
-            batch.setdefault(Partition(f"r{i % RESOURCES}", f"t{i % 1000}"), []).append(i)
-        for partition, rows in batch.items():
-            store.upsert("bench", [ids[i] for i in rows], data[rows], partition=partition)
+        rows = range(lo, min(size, lo + 5000))
+        threads = [Partition(f"r{i % RESOURCES}", f"t{i % 1000}") for i in rows]
+        upsert_grouped(store, "bench", ids[lo : rows.stop], data[lo : rows.stop], threads)
     ingest = size / (time.perf_counter() - start)
     store.close()
 

@@ -18,7 +18,7 @@ import time
 import psycopg
 from pgvector.psycopg import register_vector
 from timing import timed
-from workload import DIM, clustered
+from workload import DIM, clustered, upsert_grouped
 
 from recallstack.adapters.pg.sql_filters import in_partition
 from recallstack.adapters.pg.targets import server
@@ -38,12 +38,12 @@ def main() -> None:
         store = PgVectorStore(url)
         store.create_index("scoped", DIM, config={"type": "flat"})
         start = time.perf_counter()
-        threads: dict[Partition, list[int]] = {}  # ten threads a resource
-        for i in range(args.size):
-            thread = Partition(f"r{i % args.resources}", f"t{i % (10 * args.resources)}")
-            threads.setdefault(thread, []).append(i)
-        for thread, rows in threads.items():  # one upsert a thread, as Memory's saves
-            store.upsert("scoped", [f"m{i}" for i in rows], data[rows], partition=thread)
+        threads = [  # ten threads a resource
+            Partition(f"r{i % args.resources}", f"t{i % (10 * args.resources)}")
+            for i in range(args.size)
+        ]
+        ids = [f"m{i}" for i in range(args.size)]
+        upsert_grouped(store, "scoped", ids, data, threads)
         took = time.perf_counter() - start
         per = args.size // args.resources
         print(f"== {args.size:,} vectors, {args.resources:,} resources ({per:,} vectors each) ==")

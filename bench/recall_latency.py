@@ -37,12 +37,11 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+from workload import upsert_grouped
 
 from recallstack.core.api.memory import Memory
-from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.messages import Message
 from recallstack.core.metadata import epoch_ms
 from recallstack.core.records import Thread
@@ -71,22 +70,6 @@ def percentiles(samples: list[float]) -> str:
     ms = sorted(s * 1000 for s in samples)
     p95 = ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))]
     return f"p50 {statistics.median(ms):7.2f} ms   p95 {p95:7.2f} ms"
-
-
-def upsert_by_thread(
-    store: VectorStore,
-    name: str,
-    batch: list[Message],
-    vectors: np.ndarray,
-    metadata: list[dict[str, Any]],
-) -> None:
-    """Each thread's vectors in its partition, as `Memory.save_messages` writes them."""
-    threads: dict[Partition, list[int]] = {}
-    for n, m in enumerate(batch):
-        threads.setdefault(Partition(str(m.resource_id), m.thread_id), []).append(n)
-    for partition, rows in threads.items():
-        ids = [batch[n].id for n in rows]
-        store.upsert(name, ids, vectors[rows], [metadata[n] for n in rows], partition=partition)
 
 
 def populate(
@@ -133,16 +116,22 @@ def populate(
                 }
                 for m in batch
             ]
-            upsert_by_thread(semantic.vector, name, batch, vectors, metadata)
+            ids, threads = [m.id for m in batch], [thread_of(m) for m in batch]
+            upsert_grouped(semantic.vector, name, ids, vectors, threads, metadata)
             if context:
                 for row, m in zip(metadata, batch, strict=True):
                     if not m.id.endswith("-m0"):
                         row["previous_id"] = f"{m.thread_id}-m{int(m.id.split('-m')[1]) - 1}"
                 vectors = rng.normal(size=(len(batch), dimension)).astype(np.float32)
-                upsert_by_thread(semantic.vector, names[1], batch, vectors, metadata)
+                upsert_grouped(semantic.vector, names[1], ids, vectors, threads, metadata)
             for each in names:
                 memory.storage.mark_indexed([m.id for m in batch], each)
             batch = []
+
+
+def thread_of(message: Message) -> Partition:
+    """The partition `Memory.save_messages` writes a message's vectors in."""
+    return Partition(str(message.resource_id), message.thread_id)
 
 
 OPTIONS = {"last_messages": 10, "semantic_recall": {"top_k": 4, "message_range": 1}}

@@ -43,12 +43,27 @@ def scopes(lo: int, hi: int) -> list[dict[str, Any]]:
     ]
 
 
+def upsert_grouped(
+    store: VectorStore,
+    name: str,
+    ids: list[str],
+    vectors: np.ndarray,
+    partitions: list[Partition],
+    metadata: list[dict[str, Any]] | None = None,
+) -> None:
+    """Each row in its partition (`partitions[n]`), one upsert per partition, as
+    Memory's saves write them."""
+    groups: dict[Partition, list[int]] = {}
+    for n, partition in enumerate(partitions):
+        groups.setdefault(partition, []).append(n)
+    for partition, rows in groups.items():
+        kept = None if metadata is None else [metadata[n] for n in rows]
+        store.upsert(name, [ids[n] for n in rows], vectors[rows], kept, partition=partition)
+
+
 def upsert_partitioned(
     store: VectorStore, name: str, ids: list[str], vectors: np.ndarray, lo: int
 ) -> None:
-    """Vectors lo..lo+len(ids)-1 written in their resources' partitions, one upsert each."""
-    groups: dict[Partition, list[int]] = {}
-    for n in range(len(ids)):
-        groups.setdefault(Partition(f"r{(lo + n) % RESOURCES}"), []).append(n)
-    for partition, rows in groups.items():
-        store.upsert(name, [ids[n] for n in rows], vectors[rows], partition=partition)
+    """Vectors lo..lo+len(ids)-1 written in their resources' partitions."""
+    owners = [Partition(f"r{(lo + n) % RESOURCES}") for n in range(len(ids))]
+    upsert_grouped(store, name, ids, vectors, owners)
