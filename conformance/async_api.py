@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from recallstack.core.api.async_memory import AsyncMemory
-from recallstack.core.runtime.awaiting import AwaitedBackend
+from recallstack.core.runtime.awaiting import for_the_loop, greenlet_spawn
 
 
 class Awaited:
@@ -63,9 +63,27 @@ def memory_maker(api: str, loop: asyncio.AbstractEventLoop) -> Callable[..., Any
     return lambda *args, **kwargs: Awaited(AsyncMemory(*args, **kwargs), loop)
 
 
+class AwaitedStore:
+    """A store whose methods are awaited as `AsyncMemory` reaches it: on the event loop
+    (`greenlet_spawn`), through its asyncio driver or a worker thread (`for_the_loop`)."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = for_the_loop(store)
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._store, name)
+        if not callable(attr):
+            return attr
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return await greenlet_spawn(attr, *args, **kwargs)
+
+        return call
+
+
 def backend_maker(api: str, loop: asyncio.AbstractEventLoop) -> Callable[[Any], Any]:
-    """The store itself, or the store as `AsyncMemory` calls it (natively awaited or in
-    a worker thread: `AwaitedBackend`) behind `Awaited`."""
+    """The store itself, or the store as `AsyncMemory` awaits it (`AwaitedStore`) behind
+    `Awaited`."""
     if api == "blocking":
         return lambda store: store
-    return lambda store: Awaited(AwaitedBackend(store), loop)
+    return lambda store: Awaited(AwaitedStore(store), loop)

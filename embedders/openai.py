@@ -15,14 +15,13 @@ unless `tokenizer=` names a tiktoken encoding.
 
 from __future__ import annotations
 
-import asyncio
 import email.utils
 import os
 import random
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,8 +32,7 @@ from recallstack.core.errors import (
     InvalidInputError,
     MissingDependencyError,
 )
-from recallstack.core.runtime.awaiting import PerLoop
-from recallstack.core.runtime.calls import Steps, arun, call, run
+from recallstack.core.runtime.awaiting import Awaiting, Seam, greenlet_spawn, sleep
 from recallstack.core.vectors import Matrix
 
 if TYPE_CHECKING:
@@ -55,29 +53,10 @@ REFUSALS = frozenset({400, 413, 422})
 """Answers that blame the request's inputs: the request is split to find the culprit."""
 
 
-class Pause:
-    """The wait between retries: blocking here, awaited in `AsyncPause`."""
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
-
-
-class AsyncPause:
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
-
-
-class _Transport(NamedTuple):
-    """What the steps' calls reach (`core/runtime/calls.py`): `httpx.Client.post` is
-    `client.post`, `Pause.sleep` is `pause.sleep`, blocking or awaited."""
-
-    client: Any
-    pause: Pause | AsyncPause
-
-
 class OpenAIEmbedder(Embedder):
-    """`embed` posts with an `httpx.Client`; `aembed` with an `httpx.AsyncClient`, made on
-    first use. Both run the same steps (requests, splitting, retries)."""
+    """`embed` posts with an `httpx.Client`; `aembed` runs the same code (requests,
+    splitting, retries) on the event loop, posting with an `httpx.AsyncClient` made
+    on first use (core/runtime/awaiting.py)."""
 
     def __init__(
         self,
@@ -125,48 +104,42 @@ class OpenAIEmbedder(Embedder):
             "headers": headers,
             "timeout": timeout,
         }
-        self._client = httpx.Client(**self._client_options)
-        self._async_clients = PerLoop(self._async_client, lambda client: client.aclose())
-        """An `httpx.AsyncClient` for each running loop (one cannot serve two)."""
+        self.http: Seam[Any] = Seam(
+            httpx.Client(**self._client_options), self._async_client, AwaitingClient.aclose
+        )
+        """`httpx.Client`, or on each running loop an `httpx.AsyncClient` (one cannot
+        serve two), awaited."""
         self._dimensions = dimensions
         self.dimension = dimensions or KNOWN_MODELS.get(model) or self._probe()
 
     def _probe(self) -> int:
         """Ask the server once, for models whose size we do not know."""
-        return int(run(self._request(["dimension probe"]), self._blocking).shape[1])
+        return int(self._request(["dimension probe"]).shape[1])
 
     def token_offsets(self, text: str) -> Sequence[int]:
         return self._offsets(text) if self._offsets else super().token_offsets(text)
 
-    @property
-    def _blocking(self) -> _Transport:
-        return _Transport(self._client, Pause())
-
     def embed(self, texts: Sequence[str]) -> Matrix:
-        return run(self._embed(texts, self.token_counts(texts)), self._blocking)
+        return self._embed(texts, self.token_counts(texts))
 
     async def aembed(self, texts: Sequence[str]) -> Matrix:
         """`embed` on the event loop, through the loop's `httpx.AsyncClient`."""
-        backends = _Transport(await self._async_clients.aget(), AsyncPause())
-        return await arun(self._embed(texts, self.token_counts(texts)), backends)
+        return await greenlet_spawn(self.embed, texts)
 
     def embed_tokenized(self, inputs: Sequence[Tokenized]) -> Matrix:
-        steps = self._embed([i.text for i in inputs], [len(i.offsets) for i in inputs])
-        return run(steps, self._blocking)
+        return self._embed([i.text for i in inputs], [len(i.offsets) for i in inputs])
 
     async def aembed_tokenized(self, inputs: Sequence[Tokenized]) -> Matrix:
-        backends = _Transport(await self._async_clients.aget(), AsyncPause())
-        steps = self._embed([i.text for i in inputs], [len(i.offsets) for i in inputs])
-        return await arun(steps, backends)
+        return await greenlet_spawn(self.embed_tokenized, inputs)
 
-    def _embed(self, texts: Sequence[str], counts: list[int]) -> Steps[Matrix]:
+    def _embed(self, texts: Sequence[str], counts: list[int]) -> Matrix:
         """Requests within the batch and token limits, the inputs over the model's limit
         (by `counts`, their tokens) refused without being sent."""
         vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
         refused = self.over_limit(counts)
         sizes = {i: n for i, n in enumerate(counts) if i not in refused}
         for request in self._requests(sizes):
-            refused |= yield from self._embed_into(vectors, texts, request)
+            refused |= self._embed_into(vectors, texts, request)
         if refused:
             raise EmbeddingRefusedError(refused, vectors)
         return vectors
@@ -187,11 +160,11 @@ class OpenAIEmbedder(Embedder):
 
     def _embed_into(
         self, vectors: Matrix, texts: Sequence[str], request: list[int]
-    ) -> Steps[dict[int, str]]:
+    ) -> dict[int, str]:
         """Embed one request's inputs into `vectors`; a refused request is halved until
         the refused inputs stand alone. Returns those, with the server's reason."""
         try:
-            got = yield from self._request([texts[i] for i in request])
+            got = self._request([texts[i] for i in request])
         except _Refused as exc:
             if len(request) == 1:
                 return {request[0]: exc.reason}
@@ -203,14 +176,14 @@ class OpenAIEmbedder(Embedder):
             vectors[request] = got
             return {}
         half = len(request) // 2
-        first = yield from self._embed_into(vectors, texts, request[:half])
-        return first | (yield from self._embed_into(vectors, texts, request[half:]))
+        first = self._embed_into(vectors, texts, request[:half])
+        return first | self._embed_into(vectors, texts, request[half:])
 
-    def _request(self, texts: list[str]) -> Steps[Matrix]:
+    def _request(self, texts: list[str]) -> Matrix:
         payload: dict[str, Any] = {"model": self.model_id, "input": texts}
         if self._dimensions is not None:
             payload["dimensions"] = self._dimensions
-        body = yield from self._post(payload)
+        body = self._post(payload)
         try:
             rows = sorted(body["data"], key=lambda row: row["index"])
             vectors = np.asarray([row["embedding"] for row in rows], dtype=np.float32)
@@ -222,13 +195,13 @@ class OpenAIEmbedder(Embedder):
             )
         return vectors
 
-    def _post(self, payload: dict[str, Any]) -> Steps[Any]:
+    def _post(self, payload: dict[str, Any]) -> Any:
         import httpx
 
         deadline = time.monotonic() + self.max_retry_time
         for attempt in range(self.max_retries + 1):
             try:
-                response = yield from call(httpx.Client.post, "/embeddings", json=payload)
+                response = self._send(payload)
             except httpx.TransportError as exc:
                 failure, wait = f"{exc!r}", None
             else:
@@ -248,21 +221,35 @@ class OpenAIEmbedder(Embedder):
                     f"{self.base_url}: {failure}, given up after {attempt + 1} attempts "
                     f"(max_retries={self.max_retries}, max_retry_time={self.max_retry_time}s)"
                 )
-            yield from call(Pause.sleep, wait)
+            sleep(wait)
         raise AssertionError("unreachable")
+
+    def _send(self, payload: dict[str, Any]) -> httpx.Response:
+        """One POST: the blocking client's, or on the event loop the loop's asynchronous
+        client's, awaited."""
+        response: httpx.Response = self.http.current().post("/embeddings", json=payload)
+        return response
 
     def close(self) -> None:
         """Close the blocking client (`aclose()` closes the asynchronous one)."""
-        self._client.close()
+        self.http.blocking.close()
 
     async def aclose(self) -> None:
         """Close the asynchronous clients (`close()` closes the blocking one)."""
-        await self._async_clients.aclose()
+        assert self.http.asyncio is not None
+        await self.http.asyncio.aclose()
 
-    async def _async_client(self) -> httpx.AsyncClient:
+    async def _async_client(self) -> AwaitingClient:
         import httpx
 
-        return httpx.AsyncClient(**self._client_options)
+        return AwaitingClient(httpx.AsyncClient(**self._client_options))
+
+
+class AwaitingClient(Awaiting):
+    """The seam's asyncio side: an `httpx.AsyncClient`, its `post` awaited."""
+
+    async def aclose(self) -> None:
+        await self._target.aclose()
 
 
 class _Refused(Exception):

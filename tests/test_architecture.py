@@ -1,5 +1,6 @@
 """The shape docs/architecture.md promises, checked: small classes in the core, one engine
-that only the two memories reach into, and each operation written once."""
+that only the two memories reach into, each operation written once, and one async
+mechanism."""
 
 from __future__ import annotations
 
@@ -43,15 +44,34 @@ def test_only_the_memories_reach_into_the_engine() -> None:
 
 
 def test_no_operation_is_written_twice() -> None:
-    """Operations are steps, run by their owner: no `x()` beside an `x_steps()` copy, and
-    no module keeps a table of backends by class name."""
+    """Operations are blocking code that `AsyncMemory` awaits on the loop: no `x()` beside
+    an `x_steps()` or `ax()` copy, and no module keeps a table of backends by class name."""
     twins = []
     for p in CORE:
         text = p.read_text()
         defined = set(re.findall(r"def (\w+)\(", text))
-        twins += [f"{p.relative_to(ROOT)}: {n}" for n in defined if f"{n}_steps" in defined]
+        copies = {f"{n}_steps" for n in defined} | {f"a{n}" for n in defined if n[0] != "_"}
+        allowed = {"aembed", "aembed_tokenized", "aclose"}  # the embedder contract's own
+        twins += [f"{p.relative_to(ROOT)}: {n}" for n in (copies & defined) - allowed]
         twins += [f"{p.relative_to(ROOT)}: by name" for _ in re.findall(r'\{"Storage":', text)]
     assert not twins
+
+
+def test_one_async_mechanism() -> None:
+    """Only core/runtime/awaiting.py and the embedding cache ask whether code runs on the
+    loop (`in_asyncio`): an adapter reaches its driver through its `Seam`, never by
+    branching itself; nothing but the worker-thread side of a store starts a thread for
+    the loop (`to_thread`), besides the local model's and the doctor's."""
+    asking = [str(p.relative_to(ROOT)) for p in everything() if "in_asyncio(" in p.read_text()]
+    assert sorted(asking) == ["core/runtime/awaiting.py", "core/runtime/embedding_cache.py"]
+    threads = [str(p.relative_to(ROOT)) for p in everything() if "to_thread(" in p.read_text()]
+    assert sorted(threads) == [
+        "core/api/async_memory.py",  # doctor: a one-off walk, blocking
+        "core/contracts/embedder.py",  # aembed's default: a model computing on the CPU
+        "core/runtime/awaiting.py",  # InWorkerThread
+        "embedders/local.py",
+    ]
+    assert not (ROOT / "core/runtime/calls.py").exists()
 
 
 def test_the_sql_storages_write_the_shared_sql_once() -> None:

@@ -118,8 +118,8 @@ def test_postgres_is_awaited_on_its_asyncio_driver(
                 store.db.pool.getconn = refuse  # type: ignore[attr-defined]
                 store.db.pool.connection = refuse  # type: ignore[attr-defined]
             got = await script_async(memory)
-            pools = [pool for store in stores for pool in store.db._async.held]  # type: ignore[attr-defined]
-        assert len(pools) == 2 and all(pool.closed for pool in pools)  # aclose closed them
+            pools = [pool for store in stores for pool in store.db.seam.asyncio.held]  # type: ignore[attr-defined]
+        assert len(pools) == 2 and all(p.pool.closed for p in pools)  # aclose closed them
         return got
 
     got = asyncio.run(main())

@@ -13,10 +13,13 @@ import pytest
 from recallstack.conformance.async_api import loop_thread
 from recallstack.core.runtime.awaiting import (
     Awaiting,
+    InWorkerThread,
     PerLoop,
+    Seam,
     await_only,
     drained,
     entered,
+    for_the_loop,
     greenlet_spawn,
     in_asyncio,
     sleep,
@@ -132,7 +135,7 @@ def test_per_loop_makes_one_object_per_loop_and_closes_it_when_the_loop_ends() -
         return first
 
     async def twice() -> tuple[int, int]:
-        return await greenlet_spawn(use), await held.aget()
+        return await greenlet_spawn(use), await greenlet_spawn(held.get)
 
     assert [asyncio.run(twice()) for _ in range(3)] == [(1, 1), (2, 2), (3, 3)]
     assert record.closed == record.made  # each closed on its loop, as the loop ended
@@ -144,7 +147,7 @@ def test_per_loop_close_awaits_its_loop_and_waits_for_another_threads_loop() -> 
     held = PerLoop(record.make, record.close)
 
     async def main() -> None:
-        await held.aget()
+        await greenlet_spawn(held.get)
         await greenlet_spawn(held.close)
         # both closed before close() returned: here and on the other thread's loop
         assert sorted(map(id, record.closed)) == sorted(map(id, record.made))
@@ -152,7 +155,7 @@ def test_per_loop_close_awaits_its_loop_and_waits_for_another_threads_loop() -> 
         assert asyncio.all_tasks() == {asyncio.current_task()}  # no keeper left
 
     with loop_thread() as other:
-        asyncio.run_coroutine_threadsafe(held.aget(), other).result()
+        asyncio.run_coroutine_threadsafe(greenlet_spawn(held.get), other).result()
         asyncio.run(main())
     assert len(record.made) == 2
 
@@ -162,10 +165,10 @@ def test_per_loop_aclose_closes_this_loops_object_before_returning() -> None:
     held = PerLoop(record.make, record.close)
 
     async def main() -> None:
-        await held.aget()
+        await greenlet_spawn(held.get)
         await held.aclose()
         assert record.closed == record.made
-        assert await held.aget() == 2  # used again: made again
+        assert await greenlet_spawn(held.get) == 2  # used again: made again
 
     asyncio.run(main())
     assert len(record.closed) == 2
@@ -255,9 +258,99 @@ def test_per_loop_a_failing_close_is_one_warning_without_the_drivers_message(
     held = PerLoop(make, close)
 
     async def main() -> None:
-        assert await held.aget() == "client"
+        assert await greenlet_spawn(held.get) == "client"
 
     with caplog.at_level(logging.WARNING):
         asyncio.run(main())  # the keeper closes as the loop ends
         gc.collect()
     assert [r.getMessage() for r in caplog.records] == ["closing str failed: ConnectionError"]
+
+
+# ---- the seam, and a store without an asyncio driver ------------------------------------
+
+
+class Blocking:
+    """A blocking driver: records the thread each call ran in."""
+
+    def __init__(self) -> None:
+        self.threads: list[int] = []
+        self.label = "blocking"
+
+    def ping(self, delay: float = 0.0) -> str:
+        self.threads.append(threading.get_ident())
+        import time
+
+        time.sleep(delay)
+        return "blocking"
+
+    def fail(self) -> None:
+        raise KeyError("gone")
+
+
+class AsyncSide:
+    async def ping(self) -> str:
+        await asyncio.sleep(0)
+        return "asyncio"
+
+
+def test_a_seam_gives_the_side_the_calling_code_runs_on() -> None:
+    """Blocking code gets the blocking side; under greenlet_spawn it gets the running
+    loop's asyncio side, made once per loop and closed with the seam."""
+    made: list[AsyncSide] = []
+    closed: list[AsyncSide] = []
+
+    async def make() -> Awaiting:
+        made.append(AsyncSide())
+        return Awaiting(made[-1])
+
+    async def close(side: Awaiting) -> None:
+        closed.append(side._target)
+
+    seam: Seam[object] = Seam(Blocking(), make, close)
+    bare: Seam[object] = Seam(Blocking())  # a driver with no asyncio API
+
+    def calls() -> list[str]:
+        return [seam.current().ping(), seam.current().ping(), bare.current().ping()]  # type: ignore[attr-defined]
+
+    assert calls() == ["blocking", "blocking", "blocking"]
+
+    async def main() -> list[str]:
+        got = await greenlet_spawn(calls)
+        await greenlet_spawn(seam.close)
+        return got
+
+    assert asyncio.run(main()) == ["asyncio", "asyncio", "blocking"]
+    assert asyncio.run(main()) == ["asyncio", "asyncio", "blocking"]  # another loop
+    assert len(made) == 2 and closed == made
+
+
+def test_a_store_without_an_asyncio_driver_runs_in_a_worker_thread_on_the_loop() -> None:
+    """Under greenlet_spawn each call runs in a worker thread and the loop goes on (five
+    blocking sleeps of 0.2 s overlap); anywhere else it runs where it is called.
+    Results, errors and plain attributes come through; a store with an asyncio driver
+    is reached as it is."""
+    store = Blocking()
+    reached = for_the_loop(store)
+    assert isinstance(reached, InWorkerThread) and reached.label == "blocking"
+
+    def blocking_code() -> str:
+        with pytest.raises(KeyError, match="gone"):
+            reached.fail()
+        return reached.ping(0.2)
+
+    assert blocking_code() == "blocking" and store.threads == [threading.get_ident()]
+
+    async def main() -> tuple[list[str], float]:
+        started = asyncio.get_running_loop().time()
+        got = await asyncio.gather(*(greenlet_spawn(blocking_code) for _ in range(5)))
+        return got, asyncio.get_running_loop().time() - started
+
+    got, took = asyncio.run(main())
+    assert got == ["blocking"] * 5 and threading.get_ident() not in store.threads[1:]
+    assert took < 0.8  # 1 s of blocking sleeps, overlapped in worker threads
+
+    class Native(Blocking):
+        asyncio_driver = True
+
+    native = Native()
+    assert for_the_loop(native) is native

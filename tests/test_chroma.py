@@ -204,7 +204,7 @@ def test_async_memory_awaits_a_servers_asyncio_client(tmp_path: Path) -> None:
             store = memory.semantic.vector
             assert isinstance(store, ChromaVectorStore) and store.asyncio_driver
             for name in ("list_collections", "get_collection", "get_or_create_collection"):
-                setattr(store._client, name, refuse)
+                setattr(store.seam.blocking[0], name, refuse)
             await memory.create_thread("maya", thread_id="t")
             texts = ["sourdough starter", "Kyoto temples", "road bikes"]
             await memory.save_messages(

@@ -66,21 +66,25 @@ def texts(chunks: list[Tokenized]) -> list[str]:
 
 
 def covers_every_token(text: str, chunks: list[str], offsets: Sequence[int]) -> bool:
-    """Chunks are verbatim slices, in order, and every token that is not whitespace
-    starts inside one."""
-    covered: list[tuple[int, int]] = []
-    at, end = 0, 0
-    for chunk in chunks:
-        # a chunk starts inside or right after the one before; in a repetitive text
-        # ('000000000') the first match past the previous start may be too early
-        start = text.rfind(chunk, at, end + len(chunk))
-        if start < 0:
-            start = text.find(chunk, at)
-        if start < 0:
-            return False
-        covered.append((start, start + len(chunk)))
-        at, end = start + 1, start + len(chunk)
-    return all(any(a <= o < b for a, b in covered) for o in offsets if not text[o].isspace())
+    """Chunks are verbatim slices, in order, each starting inside or right after the one
+    before, and every token that is not whitespace starts inside one. In a repetitive
+    text ('000000000') a chunk matches at several places: each placement is tried."""
+    needed = [o for o in offsets if not text[o].isspace()]
+
+    def placed(n: int, at: int, end: int, covered: list[tuple[int, int]]) -> bool:
+        if n == len(chunks):
+            return all(any(a <= o < b for a, b in covered) for o in needed)
+        chunk = chunks[n]
+        last = len(text) - len(chunk) if n == 0 else min(end, len(text) - len(chunk))
+        return any(
+            text.startswith(chunk, start)
+            and placed(
+                n + 1, start + 1, start + len(chunk), [*covered, (start, start + len(chunk))]
+            )
+            for start in range(at, last + 1)
+        )
+
+    return placed(0, 0, 0, [])
 
 
 # ---- the chunker on its own ---------------------------------------------------------

@@ -573,7 +573,7 @@ def test_hash_embedder_is_deterministic_and_lexical() -> None:
         registry().embedder("hash/abc")
 
 
-# ---- awaited: the same steps through httpx.AsyncClient -------------------------------
+# ---- awaited: the same code through httpx.AsyncClient --------------------------------
 
 
 @pytest.fixture
@@ -651,13 +651,13 @@ def test_a_memory_closes_the_clients_of_an_embedder_it_built(
     memory = Memory("memory://", "memory://", "openai/all-MiniLM-L6-v2")
     assert memory.semantic is not None
     built = memory.semantic.embedder.embedder
-    assert isinstance(built, OpenAIEmbedder) and not built._client.is_closed
+    assert isinstance(built, OpenAIEmbedder) and not built.http.blocking.is_closed
     memory.close()
-    assert built._client.is_closed
+    assert built.http.blocking.is_closed
     passed = client(server)
     with Memory("memory://", "memory://", passed):
         pass
-    assert not passed._client.is_closed
+    assert not passed.http.blocking.is_closed
 
     async def main() -> tuple[OpenAIEmbedder, Any]:
         options = {"semantic_recall": True}
@@ -671,4 +671,4 @@ def test_a_memory_closes_the_clients_of_an_embedder_it_built(
             return embedder, made
 
     built, made = asyncio.run(main())
-    assert made.is_closed and built._async_clients.held == [] and built._client.is_closed
+    assert made.is_closed and built._async_clients.held == [] and built.http.blocking.is_closed

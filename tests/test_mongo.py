@@ -381,7 +381,11 @@ def test_async_memory_awaits_the_asyncio_client(url: str) -> None:
     from recallstack import AsyncMemory, Message
 
     class Refusing:
-        def __getitem__(self, name: str) -> Any:
+        @property
+        def db(self) -> Any:
+            raise AssertionError("the blocking client was used")
+
+        def transaction(self) -> Any:
             raise AssertionError("the blocking client was used")
 
     storage, vector = MongoStorage(url), MongoVectorStore(url, search="exact")
@@ -393,8 +397,9 @@ def test_async_memory_awaits_the_asyncio_client(url: str) -> None:
             await memory.create_thread("maya", thread_id="t")
             first = Message(thread_id="t", role="user", content="hello")
             await memory.save_messages([first])  # both stores' asyncio clients are made
-            blocking = storage.connection._blocking, vector.connection._blocking
-            storage.connection._blocking = vector.connection._blocking = Refusing()
+            blocking = storage.connection.seam.blocking, vector.connection.seam.blocking
+            refusing: Any = Refusing()
+            storage.connection.seam.blocking = vector.connection.seam.blocking = refusing
             try:
                 texts = [f"note {n} about {topic}" for n in range(30) for topic in ("tea", "bikes")]
                 await memory.save_messages(
@@ -405,7 +410,7 @@ def test_async_memory_awaits_the_asyncio_client(url: str) -> None:
                 await memory.delete_messages([hits[0].message.id])
                 page = await memory.recall("t", "maya", per_page=100)  # the history only
             finally:
-                storage.connection._blocking, vector.connection._blocking = blocking
+                storage.connection.seam.blocking, vector.connection.seam.blocking = blocking
             return [
                 [h.message.text for h in hits],
                 [m.text for m in recalled.messages],
@@ -416,7 +421,7 @@ def test_async_memory_awaits_the_asyncio_client(url: str) -> None:
     assert len(hits) == 3 and all("bikes" in text for text in hits)
     assert recalled and len(listed) == 60 and hits[0] not in listed
     with pytest.raises(AssertionError, match="blocking client"):  # the probe is live
-        Refusing()["db"]
+        Refusing().transaction()
 
 
 def test_a_client_passed_in_is_called_in_a_worker_thread() -> None:
@@ -472,12 +477,12 @@ def test_a_transaction_under_async_memory_is_the_asyncio_sessions() -> None:
 
     def run(client: Any) -> list[Any]:
         seen: list[Any] = []
-        with AwaitingClient(client).transaction() as session:
+        with AwaitingClient(client, "db").transaction() as session:
             seen += [type(session), session.in_transaction]
         seen.append(session.in_transaction)
         with (
             pytest.raises(ValueError, match="inside"),
-            AwaitingClient(client).transaction() as failed,
+            AwaitingClient(client, "db").transaction() as failed,
         ):
             raise ValueError("inside")
         return [*seen, failed.in_transaction]

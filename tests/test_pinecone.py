@@ -237,16 +237,18 @@ def test_async_memory_awaits_the_asyncio_client(pinecone_emulator: Emulated) -> 
             assert memory.semantic is not None
             vectors = memory.semantic.vector
             assert isinstance(vectors, PineconeVectorStore)
-            vectors._client.index = refuse  # type: ignore[method-assign]
-            vectors._client.indexes.describe = refuse  # type: ignore[method-assign]
+            blocking = vectors.seam.blocking[0]
+            blocking.index = refuse
+            blocking.indexes.describe = refuse
             await memory.create_thread("maya", thread_id="t")
             texts = ["sourdough starter", "Kyoto temples", "road bikes"]
             await memory.save_messages(
                 [Message(thread_id="t", role="user", content=text) for text in texts]
             )
             hits = await memory.search("maya", "kyoto temples", top_k=1)
-            assert len(vectors._awaiting.held) == 1  # this loop's
-        assert vectors._awaiting.held == []  # closed by aclose
+            assert vectors.seam.asyncio is not None
+            assert len(vectors.seam.asyncio.held) == 1  # this loop's
+        assert vectors.seam.asyncio.held == []  # closed by aclose
         return [hit.message.text for hit in hits]
 
     assert asyncio.run(main()) == ["Kyoto temples"]

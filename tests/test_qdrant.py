@@ -134,7 +134,7 @@ def test_local_mode_files_log_ahead_and_sync_every_commit(tmp_path: Path) -> Non
     store = registry().vector_store(url)
     store.create_index("j", 2)  # made after opening
     store.upsert("j", ["b"], [[0, 1]], partition=EVERYWHERE)
-    local = store.driver._blocking._client  # type: ignore[attr-defined]
+    local = store.driver.seam.blocking._client  # type: ignore[attr-defined]
     connections = [c.storage.storage for c in local.collections.values()]
     assert len(connections) == 3  # the catalog, i and j
     for connection in connections:
@@ -385,7 +385,7 @@ def test_async_memory_awaits_the_asyncio_client() -> None:
 
     async def main() -> list[str]:
         async with AsyncMemory("memory://", store, "hash/32", {"semantic_recall": True}) as memory:
-            blocking, driver._blocking = driver._blocking, Refusing(driver._blocking)
+            blocking, driver.seam.blocking = driver.seam.blocking, Refusing(driver.seam.blocking)
             try:
                 await memory.create_thread("maya", thread_id="t")
                 texts = ["sourdough starter", "Kyoto temples", "road bikes"]
@@ -394,7 +394,7 @@ def test_async_memory_awaits_the_asyncio_client() -> None:
                 )
                 hits = await memory.search("maya", "kyoto temples", top_k=1)
             finally:
-                driver._blocking = blocking
+                driver.seam.blocking = blocking
             return [hit.message.text for hit in hits]
 
     assert asyncio.run(main()) == ["Kyoto temples"]
@@ -406,7 +406,7 @@ def test_async_memory_awaits_the_asyncio_client() -> None:
     with pytest.raises(InvalidInputError, match="asyncio_local"):
         registry().vector_store("qdrant+local:///tmp/x", asyncio_local=True)
     with pytest.raises(AssertionError, match="query_points"):  # the probe is live
-        Refusing(driver._blocking).query_points()
+        Refusing(driver.seam.blocking).query_points()
 
 
 LOCAL_FILTERS: list[tuple[str, dict[str, Any] | None, tuple[int, ...]]] = [

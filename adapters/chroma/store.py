@@ -27,7 +27,7 @@ from recallstack.core.contracts.vector_store import VectorBatch, VectorStore, wr
 from recallstack.core.errors import BackendError, IndexNotFoundError, InvalidInputError
 from recallstack.core.filters import Node
 from recallstack.core.metadata import Metadata
-from recallstack.core.runtime.awaiting import PerLoop, await_only, in_asyncio
+from recallstack.core.runtime.awaiting import Seam, await_only
 from recallstack.core.scores import best, past_ties, ranked, score
 from recallstack.core.urls import endpoint, redact, scrub
 from recallstack.core.vectors import (
@@ -118,15 +118,18 @@ class ChromaVectorStore(VectorStore):
 
     @wraps_driver_errors
     def __init__(self, url: str, *, exact_below: int = 5000) -> None:
-        self._client = connect(url)
         self._url = url
         self.asyncio_driver = is_server(url)
         """A server is awaited through `AsyncHttpClient` under AsyncMemory; Chroma in
         process has no asyncio API, and is called in a worker thread."""
-        self._awaiting = PerLoop(self._async_client, _close_async_client)
-        """The asyncio client and its collections."""
+        self.seam: Seam[tuple[Any, Handles]] = Seam(
+            (connect(url), {}),
+            self._async_client if self.asyncio_driver else None,
+            _close_async_client,
+        )
+        """The client and its collections: blocking, or on each running loop
+        `AsyncHttpClient` awaited (`AwaitingClient`)."""
         self.exact_below = exact_below
-        self._blocking_handles: Handles = {}
         self._large: set[str] = set()
         """Indexes seen holding more than `exact_below` records: unfiltered queries go
         straight to HNSW. Our own deletes forget it; growth elsewhere is caught by the
@@ -136,20 +139,13 @@ class ChromaVectorStore(VectorStore):
     def client(self) -> Any:
         """The client: under AsyncMemory on a server, the running loop's
         `AsyncHttpClient` with its calls awaited (core/runtime/awaiting.py)."""
-        awaited = self._awaited()
-        return self._client if awaited is None else awaited[0]
+        return self.seam.current()[0]
 
     @property
     def _handles(self) -> Handles:
         """Collections and their shapes by index name, cached per client (a
         collection calls through the client that found it)."""
-        awaited = self._awaited()
-        return self._blocking_handles if awaited is None else awaited[1]
-
-    def _awaited(self) -> tuple[AwaitingClient, Handles] | None:
-        if not (self.asyncio_driver and in_asyncio()):
-            return None
-        return self._awaiting.get()
+        return self.seam.current()[1]
 
     async def _async_client(self) -> tuple[AwaitingClient, Handles]:
         import chromadb
@@ -159,7 +155,7 @@ class ChromaVectorStore(VectorStore):
 
     def close(self) -> None:
         """Close each loop's asyncio client (the blocking one needs no closing)."""
-        self._awaiting.close()
+        self.seam.close()
 
     def _collections(self) -> dict[str, Any]:
         found = {}
@@ -209,8 +205,8 @@ class ChromaVectorStore(VectorStore):
         return list(self._collections())
 
     def _delete_index(self, name: str) -> None:
-        self._blocking_handles.pop(name, None)
-        for _, handles in self._awaiting.held:
+        self.seam.blocking[1].pop(name, None)
+        for _, handles in self.seam.asyncio.held if self.seam.asyncio else ():
             handles.pop(name, None)
         self._large.discard(name)
         self.client.delete_collection(table_name(name))

@@ -1,6 +1,7 @@
-"""pymongo's asyncio API (`AsyncMongoClient`) with the blocking API's shape, for the
-adapter's code running under `AsyncMemory`: each coroutine is awaited with
-`await_only` (core/runtime/awaiting.py), so storage and vector store are written once.
+"""The seam's asyncio side (connection.py): pymongo's asyncio API (`AsyncMongoClient`)
+with the blocking API's shape, for the adapter's code running under `AsyncMemory`:
+each coroutine is awaited with `await_only` (core/runtime/awaiting.py), so storage
+and vector store are written once.
 
 Only what the adapter calls is here: collections by name, their methods, and
 cursors, which are read in slices (`to_list(n)`) so that a long result is never
@@ -20,13 +21,14 @@ SLICE = 1_000
 
 
 class AwaitingClient:
-    """An `AsyncMongoClient` (or the stand-in's): databases by name, and transactions."""
+    """An `AsyncMongoClient` (or the stand-in's): its database, and transactions."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, database: str) -> None:
         self._client = client
+        self.db = AwaitingDatabase(client[database])
 
-    def __getitem__(self, name: str) -> AwaitingDatabase:
-        return AwaitingDatabase(self._client[name])
+    async def close(self) -> None:
+        await self._client.close()
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:

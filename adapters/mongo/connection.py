@@ -7,23 +7,25 @@ database named by the URL's path (`recallstack` when it has none).
 NAME in a process, for tests (a mongomock client passed in counts as one): it
 has no transactions and no Atlas Search.
 
-Under `AsyncMemory` the client is the running loop's `AsyncMongoClient`, opened
-from the URL with the same options and awaited (`awaiting.py`); the stand-in's
-is `stand_in.AsyncStandIn` over the same mongomock client. A client passed in
-has no asyncio twin we could open, so its stores run in a worker thread.
+The stores reach the database through one seam (core/runtime/awaiting.py `Seam`):
+`Blocking`, over pymongo's `MongoClient`, and on the event loop (`AsyncMemory`)
+`awaiting.AwaitingClient`, the running loop's `AsyncMongoClient` opened from the
+URL with the same options, awaited; the stand-in's is `stand_in.AsyncStandIn`
+over the same mongomock client. A client passed in has no asyncio twin we could
+open, so its stores run in a worker thread.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from typing import Any, Literal
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, Literal, Protocol
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from recallstack.adapters.mongo.awaiting import AwaitingClient
 from recallstack.core.errors import BackendError, InvalidInputError, refuse_newer
-from recallstack.core.runtime.awaiting import PerLoop, in_asyncio
+from recallstack.core.runtime.awaiting import Seam
 from recallstack.core.urls import redact, scrub
 
 DEFAULT_DATABASE = "recallstack"
@@ -78,21 +80,20 @@ class Connection:
         in a worker thread."""
         if client is None:
             client = self._stand_in() if self.stand_in else self._client()
-        self._blocking = client
         self._database = database or database_name(url)
-        self._awaiting = PerLoop(self._async_client, lambda client: client.close())
+        self.blocking = Blocking(client, self._database)
+        self.seam: Seam[Client] = Seam(
+            self.blocking,
+            self._async_client if self.asyncio_driver else None,
+            AwaitingClient.close,
+        )
+        """The blocking client, or on each running loop its asyncio one."""
         self.transactions = self._probe_transactions()
 
     @property
-    def client(self) -> Any:
-        """The blocking client, or under `AsyncMemory` the running loop's asyncio one."""
-        if self.asyncio_driver and in_asyncio():
-            return AwaitingClient(self._awaiting.get())
-        return self._blocking
-
-    @property
     def db(self) -> Any:
-        return self.client[self._database]
+        """The database, blocking or awaited."""
+        return self.seam.current().db
 
     def _client(self, asynchronous: bool = False) -> Any:
         import pymongo
@@ -108,12 +109,12 @@ class Connection:
         except malformed as exc:  # an unparsable URL or option
             raise InvalidInputError(f"mongodb: {scrub(str(exc), self.url)}") from None
 
-    async def _async_client(self) -> Any:
+    async def _async_client(self) -> AwaitingClient:
         if self.stand_in:
             from recallstack.adapters.mongo.stand_in import AsyncStandIn
 
-            return AsyncStandIn(self._blocking)
-        return self._client(asynchronous=True)
+            return AwaitingClient(AsyncStandIn(self.blocking.client), self._database)
+        return AwaitingClient(self._client(asynchronous=True), self._database)
 
     def _stand_in(self) -> Any:
         import mongomock
@@ -129,7 +130,7 @@ class Connection:
         if self.stand_in:
             return False
         with self.wrapped():
-            hello = self.client.admin.command("hello")
+            hello = self.blocking.client.admin.command("hello")
         return "setName" in hello or hello.get("msg") == "isdbgrid"
 
     def probe_search(self) -> Search:
@@ -164,12 +165,7 @@ class Connection:
             if not self.transactions:
                 yield None
                 return
-            client = self.client
-            if isinstance(client, AwaitingClient):
-                with client.transaction() as session:
-                    yield session
-                return
-            with client.start_session() as session, session.start_transaction():
+            with self.seam.current().transaction() as session:
                 yield session
 
     def replace(
@@ -221,6 +217,32 @@ class Connection:
                 )
 
     def close(self) -> None:
-        self._awaiting.close()
+        self.seam.close()
         if self.owns_client and not self.stand_in:
-            self._blocking.close()
+            self.blocking.client.close()
+
+
+class Client(Protocol):
+    """The seam: the database, and transactions on it, blocking or awaited."""
+
+    @property
+    def db(self) -> Any:
+        """The database: its collections by name."""
+        ...
+
+    def transaction(self) -> AbstractContextManager[Any]:
+        """A session in a transaction, which the collections' methods take as `session=`."""
+        ...
+
+
+class Blocking:
+    """The seam's blocking side: pymongo's `MongoClient` (or mongomock's)."""
+
+    def __init__(self, client: Any, database: str) -> None:
+        self.client = client
+        self.db = client[database]
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        with self.client.start_session() as session, session.start_transaction():
+            yield session

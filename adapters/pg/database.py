@@ -1,8 +1,10 @@
 """A psycopg connection pool with pgvector registered, and schema versions.
 
-Called from `AsyncMemory` (under `greenlet_spawn`: core/runtime/awaiting.py), the same
-methods take their connections from an `AsyncConnectionPool` and await
-psycopg's asyncio API instead, so that the adapters' code is written once.
+The adapters' statements go through one seam (core/runtime/awaiting.py `Seam`):
+`Pool`, psycopg's blocking pool, and on the event loop (`AsyncMemory`)
+`AwaitingPool`, an `AsyncConnectionPool` whose coroutines are awaited with
+`await_only`; both have `query` and `cursor`, so that the adapters' code is
+written once.
 """
 
 from __future__ import annotations
@@ -12,11 +14,11 @@ import functools
 import json
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager, contextmanager
+from typing import TYPE_CHECKING, Any, Protocol
 
 from recallstack.core.errors import BackendError, InvalidInputError, refuse_newer
-from recallstack.core.runtime.awaiting import PerLoop, await_only, entered, in_asyncio
+from recallstack.core.runtime.awaiting import Seam, await_only, entered
 from recallstack.core.urls import redact, scrub
 
 if TYPE_CHECKING:
@@ -70,7 +72,6 @@ class Database:
         max_size: int = 8,
         vector: bool = True,
     ) -> None:
-        import psycopg
         from psycopg_pool import ConnectionPool
 
         self.url = url.replace("postgres://", "postgresql://", 1)
@@ -79,8 +80,6 @@ class Database:
         self.owns_pool = pool is None
         self.sizes = (min_size, max_size)
         self.vector = vector
-        self._async = PerLoop(self._open_async_pool, lambda pool: pool.close())
-        """Each running loop's asyncio pool."""
         if pool is None:
             configure = _register_vector if vector else None
             pool = ConnectionPool(
@@ -92,95 +91,23 @@ class Database:
                 open=True,
             )
         self.pool = pool
-        self.errors = (psycopg.Error,)
-        self.tuples_ok = psycopg.pq.ExecStatus.TUPLES_OK
+        self.seam: Seam[Connections] = Seam(Pool(pool), self._open_async_pool, AwaitingPool.close)
+        """The blocking pool, or on each running loop its asyncio pool."""
         self._written: dict[str, int] = {}
         """Rows written to each table by this process since it last analyzed it..."""
         self._sizes: dict[str, float] = {}
         """...and the table's row count then, from the statistics."""
         self._stats_lock = threading.Lock()
 
-    def _cursor(self, conn: Any) -> Any:
-        """A cursor of `conn` with recallstack's jsonb loader, set on the cursor only:
-        a pool the caller passed keeps its connections as they were."""
-        cur = conn.cursor()
-        cur.adapters.register_loader(JSONB_OID, jsonb_loader())
-        return cur
-
-    @contextmanager
-    def cursor(self, transaction: bool = False) -> Iterator[Any]:
+    def cursor(self, transaction: bool = False) -> AbstractContextManager[Any]:
         """A cursor; with `transaction=True` everything in the block commits together."""
-        if in_asyncio():
-            with self._awaiting_cursor(transaction) as cur:
-                yield cur
-            return
-        try:
-            with self.pool.connection() as conn:
-                if transaction:
-                    with conn.transaction(), self._cursor(conn) as cur:
-                        yield cur
-                else:
-                    with self._cursor(conn) as cur:
-                        yield cur
-        except self.errors as exc:
-            raise BackendError(f"postgres: {exc}") from exc
+        return self.seam.current().cursor(transaction)
 
     def query(self, sql: Any, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
-        """One statement's rows.
+        """One statement's rows."""
+        return self.seam.current().query(sql, params)
 
-        The hot path of every read: `getconn`/`putconn` rather than
-        `pool.connection()`, whose two context managers cost about 25 µs a query
-        here (measured, bench/pg_vectors.py). `putconn` rolls back whatever a
-        failed statement left open, as `pool.connection()` would. Whether there
-        are rows is read from the result's status: `cursor.description` builds
-        a column object per field on every call (3 µs for three columns).
-        """
-        if in_asyncio():
-            return self._awaiting_query(sql, params)
-        try:
-            conn = self.pool.getconn()  # a pool that cannot connect raises PoolTimeout here
-            try:
-                cur = self._cursor(conn).execute(sql, params)
-                returned = cur.pgresult.status == self.tuples_ok
-                rows: list[tuple[Any, ...]] = cur.fetchall() if returned else []
-                if not conn.autocommit:
-                    conn.commit()
-                return rows
-            finally:
-                self.pool.putconn(conn)
-        except self.errors as exc:
-            raise BackendError(f"postgres: {exc}") from exc
-
-    def _awaiting_query(
-        self, sql: Any, params: Sequence[Any] | dict[str, Any]
-    ) -> list[tuple[Any, ...]]:
-        try:
-            with entered(self._async_pool().connection()) as conn:
-                cur = self._cursor(conn)
-                await_only(cur.execute(sql, params))
-                returned = cur.pgresult.status == self.tuples_ok
-                return await_only(cur.fetchall()) if returned else []
-        except self.errors as exc:
-            raise BackendError(f"postgres: {exc}") from exc
-
-    @contextmanager
-    def _awaiting_cursor(self, transaction: bool) -> Iterator[AwaitingCursor]:
-        try:
-            with entered(self._async_pool().connection()) as conn:
-                if transaction:
-                    with entered(conn.transaction()), entered(self._cursor(conn)) as cur:
-                        yield AwaitingCursor(cur)
-                else:
-                    with entered(self._cursor(conn)) as cur:
-                        yield AwaitingCursor(cur)
-        except self.errors as exc:
-            raise BackendError(f"postgres: {exc}") from exc
-
-    def _async_pool(self) -> Any:
-        """The running loop's asyncio pool (each loop has its own: `PerLoop`)."""
-        return self._async.get()
-
-    async def _open_async_pool(self) -> Any:
+    async def _open_async_pool(self) -> AwaitingPool:
         """An asyncio pool, once a first connection shows the server answers (a server
         gone since the store was built: one error, rather than the pool's retries)."""
         import psycopg
@@ -204,7 +131,7 @@ class Database:
         except BaseException:
             await pool.close()
             raise
-        return pool
+        return AwaitingPool(pool)
 
     def wrote(self, tables: Sequence[str], rows: int) -> None:
         """Note `rows` written to each table; ANALYZE a table once this process has
@@ -271,8 +198,8 @@ class Database:
 
     def close(self) -> None:
         """Close the pool made from the URL (a pool the caller passed stays theirs), and
-        each loop's asyncio pool, on its loop (`PerLoop.close`)."""
-        self._async.close()
+        each loop's asyncio pool, on its loop (`Seam.close`)."""
+        self.seam.close()
         if self.owns_pool:
             self.pool.close()
 
@@ -350,6 +277,107 @@ async def _register_vector_async(conn: Any) -> None:
     from pgvector.psycopg import register_vector_async
 
     await register_vector_async(conn)
+
+
+class Connections(Protocol):
+    """The seam: what the adapters' statements go through, blocking or awaited."""
+
+    def cursor(self, transaction: bool) -> AbstractContextManager[Any]:
+        """A cursor; with `transaction=True` everything in the block commits together."""
+        ...
+
+    def query(self, sql: Any, params: Sequence[Any] | dict[str, Any]) -> list[tuple[Any, ...]]:
+        """One statement's rows."""
+        ...
+
+
+def jsonb_cursor(conn: Any) -> Any:
+    """A cursor of `conn` with recallstack's jsonb loader, set on the cursor only: a pool
+    the caller passed keeps its connections as they were."""
+    cur = conn.cursor()
+    cur.adapters.register_loader(JSONB_OID, jsonb_loader())
+    return cur
+
+
+class Pool:
+    """The seam's blocking side: psycopg's `ConnectionPool`."""
+
+    def __init__(self, pool: Any) -> None:
+        import psycopg
+
+        self.pool = pool
+        self.tuples_ok = psycopg.pq.ExecStatus.TUPLES_OK
+
+    @contextmanager
+    def cursor(self, transaction: bool) -> Iterator[Any]:
+        with failures(), self.pool.connection() as conn:
+            if transaction:
+                with conn.transaction(), jsonb_cursor(conn) as cur:
+                    yield cur
+            else:
+                with jsonb_cursor(conn) as cur:
+                    yield cur
+
+    def query(self, sql: Any, params: Sequence[Any] | dict[str, Any]) -> list[tuple[Any, ...]]:
+        """The hot path of every read: `getconn`/`putconn` rather than
+        `pool.connection()`, whose two context managers cost about 25 µs a query
+        here (measured, bench/pg_vectors.py). `putconn` rolls back whatever a
+        failed statement left open, as `pool.connection()` would. Whether there
+        are rows is read from the result's status: `cursor.description` builds
+        a column object per field on every call (3 µs for three columns)."""
+        with failures():
+            conn = self.pool.getconn()  # a pool that cannot connect raises PoolTimeout here
+            try:
+                cur = jsonb_cursor(conn).execute(sql, params)
+                returned = cur.pgresult.status == self.tuples_ok
+                rows: list[tuple[Any, ...]] = cur.fetchall() if returned else []
+                if not conn.autocommit:
+                    conn.commit()
+                return rows
+            finally:
+                self.pool.putconn(conn)
+
+
+class AwaitingPool:
+    """The seam's asyncio side: an `AsyncConnectionPool`, with `Pool`'s methods, each
+    coroutine awaited with `await_only`."""
+
+    def __init__(self, pool: Any) -> None:
+        import psycopg
+
+        self.pool = pool
+        self.tuples_ok = psycopg.pq.ExecStatus.TUPLES_OK
+
+    @contextmanager
+    def cursor(self, transaction: bool) -> Iterator[AwaitingCursor]:
+        with failures(), entered(self.pool.connection()) as conn:
+            if transaction:
+                with entered(conn.transaction()), entered(jsonb_cursor(conn)) as cur:
+                    yield AwaitingCursor(cur)
+            else:
+                with entered(jsonb_cursor(conn)) as cur:
+                    yield AwaitingCursor(cur)
+
+    def query(self, sql: Any, params: Sequence[Any] | dict[str, Any]) -> list[tuple[Any, ...]]:
+        with failures(), entered(self.pool.connection()) as conn:
+            cur = jsonb_cursor(conn)
+            await_only(cur.execute(sql, params))
+            returned = cur.pgresult.status == self.tuples_ok
+            return await_only(cur.fetchall()) if returned else []
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+
+@contextmanager
+def failures() -> Iterator[None]:
+    """psycopg's errors, as `BackendError`."""
+    import psycopg
+
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise BackendError(f"postgres: {exc}") from exc
 
 
 class AwaitingCursor:

@@ -35,7 +35,7 @@ from recallstack.core.errors import BackendError, IndexNotFoundError, InvalidInp
 from recallstack.core.filters import Node
 from recallstack.core.filters import matches as matches_filter
 from recallstack.core.metadata import Metadata
-from recallstack.core.runtime.awaiting import PerLoop, await_only, drained, in_asyncio, sleep
+from recallstack.core.runtime.awaiting import Seam, await_only, drained, sleep
 from recallstack.core.scores import past_ties, ranked
 from recallstack.core.urls import redact, scrub
 from recallstack.core.vectors import (
@@ -114,31 +114,28 @@ class PineconeVectorStore(VectorStore):
         self.driver_errors = (PineconeError,)  # type: ignore[misc]
         self._host = host or query.get("host")
         try:
-            self._client = Pinecone(api_key=self._key, host=self._host)
+            client = Pinecone(api_key=self._key, host=self._host)
         except (PineconeError, ValueError) as exc:  # no network yet: the arguments
             raise InvalidInputError(f"pinecone: {scrub(str(exc), url)}") from None
         except Exception as exc:  # httpx's InvalidURL: a malformed host
             raise InvalidInputError(f"pinecone: host {self._host!r}: {exc}") from None
-        self._blocking_indexes: Indexes = {}
-        self._awaiting = PerLoop(self._async_client, lambda held: held[0].close())
-        """The asyncio client and its data-plane clients."""
+        self.seam: Seam[tuple[Any, Indexes]] = Seam(
+            (client, {}), self._async_client, lambda held: held[0].close()
+        )
+        """The client and its data-plane clients: blocking, or on each running loop
+        `AsyncPinecone` awaited (`AwaitingPinecone`)."""
         self._written: dict[str, list[str]] = {}
         self._removed: dict[str, list[str]] = {}
 
     @property
     def client(self) -> Any:
         """The client: under AsyncMemory, the running loop's `AsyncPinecone`."""
-        awaited = self._awaited()
-        return self._client if awaited is None else awaited[0]
+        return self.seam.current()[0]
 
     @property
     def _indexes(self) -> Indexes:
         """Each index's shape and data-plane client, cached per client."""
-        awaited = self._awaited()
-        return self._blocking_indexes if awaited is None else awaited[1]
-
-    def _awaited(self) -> tuple[AwaitingPinecone, Indexes] | None:
-        return self._awaiting.get() if in_asyncio() else None
+        return self.seam.current()[1]
 
     async def _async_client(self) -> tuple[AwaitingPinecone, Indexes]:
         from pinecone import AsyncPinecone
@@ -148,10 +145,11 @@ class PineconeVectorStore(VectorStore):
     def close(self) -> None:
         """Close each loop's asyncio client, and the blocking client and its indexes'
         data-plane clients (each holds connections)."""
-        self._awaiting.close()
-        for _, _, index in self._blocking_indexes.values():
+        self.seam.close()
+        client, indexes = self.seam.blocking
+        for _, _, index in indexes.values():
             index.close()
-        self._client.close()
+        client.close()
 
     # ---- indexes ----------------------------------------------------------------
 
@@ -224,9 +222,10 @@ class PineconeVectorStore(VectorStore):
 
     def _delete_index(self, name: str) -> None:
         self.client.indexes.delete(pinecone_name(self.prefix, name))
-        if (gone := self._blocking_indexes.pop(name, None)) is not None:
+        if (gone := self.seam.blocking[1].pop(name, None)) is not None:
             gone[2].close()
-        for _, indexes in self._awaiting.held:
+        assert self.seam.asyncio is not None
+        for _, indexes in self.seam.asyncio.held:
             indexes.pop(name, None)
 
     # ---- writes -------------------------------------------------------------------

@@ -21,7 +21,7 @@ from recallstack.adapters.qdrant.filters import Dialect
 from recallstack.adapters.qdrant.payload import INDEXED_FIELDS, point_id
 from recallstack.adapters.table_names import table_name
 from recallstack.core.errors import BackendError, IndexNotFoundError, InvalidInputError
-from recallstack.core.runtime.awaiting import Awaiting, PerLoop, in_asyncio
+from recallstack.core.runtime.awaiting import Awaiting, Seam
 from recallstack.core.urls import endpoint, redact
 from recallstack.core.vectors import IndexConfig, Metric
 
@@ -76,8 +76,12 @@ class ClientDriver:
         self._url, self._options = url, options
         # the local mode is a plain Python object, not safe across threads; servers are
         self._serial: Any = threading.RLock() if local else None
-        self._blocking = connect(url, **options)
-        self._awaiting = PerLoop(self._async_client, lambda client: client.close())
+        self.seam: Seam[Any] = Seam(
+            connect(url, **options),
+            self._async_client if self.asyncio_driver else None,
+            AwaitingQdrant.close,
+        )
+        """`QdrantClient`, or on each running loop `AsyncQdrantClient` awaited."""
         self.dialect = Dialect(
             match=lambda key, value: models.FieldCondition(
                 key=key, match=models.MatchValue(value=value)
@@ -117,7 +121,7 @@ class ClientDriver:
         if not self.filters_each_point:
             return
         with self._serial:
-            for collection in self._blocking._client.collections.values():
+            for collection in self.seam.blocking._client.collections.values():
                 if collection.storage is not None:  # None: `:memory:`
                     connection = collection.storage.storage
                     connection.execute("PRAGMA journal_mode=WAL")
@@ -126,16 +130,14 @@ class ClientDriver:
     @property
     def client(self) -> Any:
         """The blocking client, or under `AsyncMemory` the running loop's asyncio one."""
-        if self.asyncio_driver and in_asyncio():
-            return _Serialised(Awaiting(self._awaiting.get()), self._serial)
-        return _Serialised(self._blocking, self._serial)
+        return _Serialised(self.seam.current(), self._serial)
 
-    async def _async_client(self) -> Any:
+    async def _async_client(self) -> AwaitingQdrant:
         if not self._url.startswith("qdrant+local:"):
-            return connect(self._url, asynchronous=True, **self._options)
+            return AwaitingQdrant(connect(self._url, asynchronous=True, **self._options))
         made = connect(self._url, asynchronous=True)
-        made._client.collections = self._blocking._client.collections  # one engine, two APIs
-        return made
+        made._client.collections = self.seam.blocking._client.collections  # one engine, two APIs
+        return AwaitingQdrant(made)
 
     def indexes(self) -> dict[str, tuple[int, Metric]]:
         found: dict[str, tuple[int, Metric]] = {}
@@ -205,8 +207,8 @@ class ClientDriver:
         self.client.delete(CATALOG, points_selector=self.m.PointIdsList(points=[point_id(name)]))
 
     def close(self) -> None:
-        self._awaiting.close()
-        self._blocking.close()
+        self.seam.close()
+        self.seam.blocking.close()
 
     def upsert(self, name: str, points: Iterable[tuple[str, list[float], dict[str, Any]]]) -> None:
         self.client.upsert(
@@ -277,6 +279,15 @@ class ClientDriver:
     def count(self, name: str) -> int:
         counted: int = self.client.count(self._collection(name), exact=True).count
         return counted
+
+
+class AwaitingQdrant(Awaiting):
+    """The seam's asyncio side: `AsyncQdrantClient` with `QdrantClient`'s methods, each
+    awaited with `await_only`."""
+
+    async def close(self) -> None:
+        """Close the client, on its loop (the seam's keeper does)."""
+        await self._target.close()
 
 
 class _Serialised:

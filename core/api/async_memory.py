@@ -1,12 +1,10 @@
 """AsyncMemory: `Memory` for asyncio, with the same methods awaited and the same behaviour.
 
-Both run the same steps (`core/api/operations.py`); only how a backend call is made
-differs. A store whose driver has an asyncio API (Postgres, a Chroma server,
-Pinecone, a Qdrant server, MongoDB: docs/async.md) is called on the event loop
-and awaits it (`asyncio_driver`, core/runtime/awaiting.py); the others (LibSQL, `memory://`, the
-in-process engines: docs/async.md) are called in a worker thread, so the
-loop goes on while their drivers work. Embedding awaits `Embedder.aembed`: an
-`httpx.AsyncClient` for `openai/...`, a worker thread for a local model.
+Both run the same code (`core/api/operations.py`): `AsyncMemory` runs it on the
+event loop, and wherever it would block it awaits instead (core/runtime/awaiting.py):
+a store's asyncio driver (Postgres, a Chroma server, Pinecone, a Qdrant server,
+MongoDB: docs/async.md), a worker thread for a store without one (LibSQL,
+`memory://`, the in-process engines), and `Embedder.aembed` for embedding.
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import warnings
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from recallstack.core.api.doctor import Checkup
@@ -34,7 +32,6 @@ from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.messages import Message
 from recallstack.core.recall import SemanticRecall
 from recallstack.core.records import Resource, Thread, ThreadPage
-from recallstack.core.runtime.calls import Steps
 from recallstack.core.runtime.config import MemoryConfig
 from recallstack.core.runtime.engine import Engine, backends_from_env
 
@@ -56,7 +53,7 @@ class AsyncMemory:
         *,
         logger: logging.Logger | None = None,
     ) -> None:
-        self._engine = Engine(storage, vector, embedder, options, logger)
+        self._engine = Engine(storage, vector, embedder, options, logger, on_the_loop=True)
         self.config = self._engine.config
         self.storage = self._engine.storage
         self.vector = self._engine.vector
@@ -79,7 +76,7 @@ class AsyncMemory:
         built: list[MessageHistory | SemanticRecall] = [self.history]
         if self.semantic is not None:
             built.append(self.semantic)
-        return [AwaitedProcessor(p, self._engine.arun) for p in built]
+        return [AwaitedProcessor(p, self._engine) for p in built]
 
     async def __aenter__(self) -> AsyncMemory:
         return self
@@ -105,12 +102,12 @@ class AsyncMemory:
     # ---- resources ----------------------------------------------------------------
 
     async def get_resource(self, resource_id: str) -> Resource | None:
-        return await self._engine.arun(self._engine.operations.get_resource(resource_id))
+        return await self._engine.arun(self._engine.operations.get_resource, resource_id)
 
     async def update_resource(self, resource_id: str, metadata: Mapping[str, Any]) -> Resource:
         """`Memory.update_resource`."""
         return await self._engine.arun(
-            self._engine.operations.update_resource(resource_id, metadata)
+            self._engine.operations.update_resource, resource_id, metadata
         )
 
     # ---- threads ----------------------------------------------------------------
@@ -124,26 +121,27 @@ class AsyncMemory:
         metadata: Mapping[str, Any] | None = None,
     ) -> Thread:
         """`Memory.create_thread`."""
-        steps = self._engine.operations.create_thread(resource_id, thread_id, title, metadata)
-        return await self._engine.arun(steps)
+        return await self._engine.arun(
+            self._engine.operations.create_thread, resource_id, thread_id, title, metadata
+        )
 
     async def get_thread(self, thread_id: str) -> Thread | None:
-        return await self._engine.arun(self._engine.operations.get_thread(thread_id))
+        return await self._engine.arun(self._engine.operations.get_thread, thread_id)
 
     async def list_threads(self, resource_id: str, **paging: Any) -> ThreadPage:
-        return await self._engine.arun(self._engine.operations.list_threads(resource_id, paging))
+        return await self._engine.arun(self._engine.operations.list_threads, resource_id, paging)
 
     async def update_thread(
         self, thread_id: str, *, title: str | None = None, metadata: Mapping[str, Any] | None = None
     ) -> ThreadUpdateResult:
         """`Memory.update_thread`."""
         return await self._engine.arun(
-            self._engine.operations.update_thread(thread_id, title, metadata)
+            self._engine.operations.update_thread, thread_id, title, metadata
         )
 
     async def delete_thread(self, thread_id: str) -> None:
         """`Memory.delete_thread`."""
-        await self._engine.arun(self._engine.operations.delete_thread(thread_id))
+        await self._engine.arun(self._engine.operations.delete_thread, thread_id)
 
     # ---- messages ----------------------------------------------------------------
 
@@ -155,20 +153,21 @@ class AsyncMemory:
         vectors: Mapping[str, Sequence[float]] | None = None,
     ) -> SaveResult:
         """`Memory.save_messages`."""
-        steps = self._engine.operations.save_messages(messages, thread_config, vectors)
-        return await self._engine.arun(steps)
+        return await self._engine.arun(
+            self._engine.operations.save_messages, messages, thread_config, vectors
+        )
 
     async def update_messages(
         self, messages: Sequence[Message], thread_config: Mapping[str, Any] | None = None
     ) -> SaveResult:
         """`Memory.update_messages`."""
         return await self._engine.arun(
-            self._engine.operations.update_messages(messages, thread_config)
+            self._engine.operations.update_messages, messages, thread_config
         )
 
     async def delete_messages(self, ids: Sequence[str]) -> None:
         """`Memory.delete_messages`."""
-        await self._engine.arun(self._engine.operations.delete_messages(ids))
+        await self._engine.arun(self._engine.operations.delete_messages, ids)
 
     # ---- recall ------------------------------------------------------------------
 
@@ -182,10 +181,15 @@ class AsyncMemory:
         thread_config: Mapping[str, Any] | None = None,
     ) -> RecallResult:
         """`Memory.recall`."""
-        steps = self._engine.operations.recall(
-            thread_id, resource_id, vector_search_string, per_page, page, thread_config
+        return await self._engine.arun(
+            self._engine.operations.recall,
+            thread_id,
+            resource_id,
+            vector_search_string,
+            per_page,
+            page,
+            thread_config,
         )
-        return await self._engine.arun(steps)
 
     async def search(
         self,
@@ -198,16 +202,15 @@ class AsyncMemory:
         thread_id: str | None = None,
     ) -> list[SearchHit]:
         """`Memory.search`."""
-        steps = self._engine.operations.search(
-            resource_id, query, top_k, filter, threshold, thread_id
+        return await self._engine.arun(
+            self._engine.operations.search, resource_id, query, top_k, filter, threshold, thread_id
         )
-        return await self._engine.arun(steps)
 
     async def reindex(
         self, batch_size: int = 256, progress: Callable[[int, int], None] | None = None
     ) -> ReindexResult:
         """`Memory.reindex`; `progress` is called on the event loop."""
-        return await self._engine.arun(self._engine.operations.reindex(batch_size, progress))
+        return await self._engine.arun(self._engine.operations.reindex, batch_size, progress)
 
     async def doctor(self, *, repair: bool = False) -> Checkup:
         """`Memory.doctor`, in a worker thread: a `Memory` over the same stores and
@@ -220,27 +223,23 @@ class AsyncMemory:
 
 
 class AwaitedProcessor:
-    """A built-in processor whose methods are awaited: the same steps, run by the
-    memory that owns it (`Engine.arun`)."""
+    """A built-in processor whose methods are awaited as the memory that owns it awaits
+    its operations (`Engine.arun`)."""
 
-    def __init__(
-        self,
-        processor: MessageHistory | SemanticRecall,
-        arun: Callable[[Steps[list[Message]]], Awaitable[list[Message]]],
-    ) -> None:
+    def __init__(self, processor: MessageHistory | SemanticRecall, engine: Engine) -> None:
         self.id = processor.id
         self.name = processor.name
         self._processor = processor
-        self._arun = arun
+        self._engine = engine
 
     async def process_input(
         self, messages: list[Message], context: RequestContext
     ) -> list[Message]:
         """`process_input` of the processor, awaited."""
-        return await self._arun(self._processor.input_steps(messages, context))
+        return await self._engine.arun(self._processor.process_input, messages, context)
 
     async def process_output_result(
         self, messages: list[Message], context: RequestContext
     ) -> list[Message]:
         """`process_output_result` of the processor, awaited."""
-        return await self._arun(self._processor.output_steps(messages, context))
+        return await self._engine.arun(self._processor.process_output_result, messages, context)

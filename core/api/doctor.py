@@ -30,8 +30,6 @@ from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.messages import Message
 from recallstack.core.recall.derived import context_size, context_text, contexts, digest
 from recallstack.core.recall.records import is_chunk_id
-from recallstack.core.runtime.backends import Backends
-from recallstack.core.runtime.calls import run
 from recallstack.core.vectors import EVERYWHERE, StoredVector
 
 Progress = Callable[[int, int], None]
@@ -177,7 +175,7 @@ def _compare(
     for hit in held:
         by_message.setdefault(str(hit.metadata.get("message_id")), []).append(hit)
     size = context_size(name)
-    earlier = run(contexts(current, size), Backends(memory.storage)) if size else {}
+    earlier = contexts(memory.storage, current, size) if size else {}
     missing: list[str] = []
     stale: list[str] = []
     for m in current:

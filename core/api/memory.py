@@ -90,11 +90,11 @@ class Memory:
     # ---- resources ----------------------------------------------------------------
 
     def get_resource(self, resource_id: str) -> Resource | None:
-        return self._engine.run(self._engine.operations.get_resource(resource_id))
+        return self._engine.operations.get_resource(resource_id)
 
     def update_resource(self, resource_id: str, metadata: Mapping[str, Any]) -> Resource:
         """Create or update a resource (usually a user) and its metadata."""
-        return self._engine.run(self._engine.operations.update_resource(resource_id, metadata))
+        return self._engine.operations.update_resource(resource_id, metadata)
 
     # ---- threads ----------------------------------------------------------------
 
@@ -107,14 +107,13 @@ class Memory:
         metadata: Mapping[str, Any] | None = None,
     ) -> Thread:
         """Create (or replace) a thread. Its metadata is copied into its messages' vectors."""
-        steps = self._engine.operations.create_thread(resource_id, thread_id, title, metadata)
-        return self._engine.run(steps)
+        return self._engine.operations.create_thread(resource_id, thread_id, title, metadata)
 
     def get_thread(self, thread_id: str) -> Thread | None:
-        return self._engine.run(self._engine.operations.get_thread(thread_id))
+        return self._engine.operations.get_thread(thread_id)
 
     def list_threads(self, resource_id: str, **paging: Any) -> ThreadPage:
-        return self._engine.run(self._engine.operations.list_threads(resource_id, paging))
+        return self._engine.operations.list_threads(resource_id, paging)
 
     def update_thread(
         self, thread_id: str, *, title: str | None = None, metadata: Mapping[str, Any] | None = None
@@ -124,7 +123,7 @@ class Memory:
         The messages' ledger records are cleared before anything changes, so a
         failure or a crash part-way leaves them for `reindex()`.
         """
-        return self._engine.run(self._engine.operations.update_thread(thread_id, title, metadata))
+        return self._engine.operations.update_thread(thread_id, title, metadata)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread, its messages, and their vectors in every index.
@@ -132,7 +131,7 @@ class Memory:
         Ledger first, vectors next, messages last: a crash part-way leaves
         messages that `reindex()` indexes again, never vectors of deleted ones.
         """
-        self._engine.run(self._engine.operations.delete_thread(thread_id))
+        self._engine.operations.delete_thread(thread_id)
 
     # ---- messages ----------------------------------------------------------------
 
@@ -150,18 +149,17 @@ class Memory:
         embedding those chunks: how `migrate` and `import` copy a memory's vectors.
         Each is checked (dimension, finite, not zero) before anything is written.
         """
-        steps = self._engine.operations.save_messages(messages, thread_config, vectors)
-        return self._engine.run(steps)
+        return self._engine.operations.save_messages(messages, thread_config, vectors)
 
     def update_messages(
         self, messages: Sequence[Message], thread_config: Mapping[str, Any] | None = None
     ) -> SaveResult:
         """Replace existing messages; changed text is embedded again."""
-        return self._engine.run(self._engine.operations.update_messages(messages, thread_config))
+        return self._engine.operations.update_messages(messages, thread_config)
 
     def delete_messages(self, ids: Sequence[str]) -> None:
         """Delete messages and their vectors in every index."""
-        self._engine.run(self._engine.operations.delete_messages(ids))
+        self._engine.operations.delete_messages(ids)
 
     # ---- recall ------------------------------------------------------------------
 
@@ -178,10 +176,9 @@ class Memory:
 
         Raises (unlike the processor, which fails open).
         """
-        steps = self._engine.operations.recall(
+        return self._engine.operations.recall(
             thread_id, resource_id, vector_search_string, per_page, page, thread_config
         )
-        return self._engine.run(steps)
 
     def search(
         self,
@@ -197,10 +194,9 @@ class Memory:
         threads, or only `thread_id`'s (which must be the resource's). What is not given
         comes from this memory's semantic recall options; no thread is needed and no
         history is excluded."""
-        steps = self._engine.operations.search(
+        return self._engine.operations.search(
             resource_id, query, top_k, filter, threshold, thread_id
         )
-        return self._engine.run(steps)
 
     def reindex(
         self, batch_size: int = 256, progress: Callable[[int, int], None] | None = None
@@ -213,7 +209,7 @@ class Memory:
         is down), it stops there. `progress(done, total)` is called after each
         batch, `done` counting failures too.
         """
-        return self._engine.run(self._engine.operations.reindex(batch_size, progress))
+        return self._engine.operations.reindex(batch_size, progress)
 
     def doctor(
         self, *, repair: bool = False, progress: Callable[[int, int], None] | None = None

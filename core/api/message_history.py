@@ -7,8 +7,6 @@ from recallstack.core.contracts.storage import Storage
 from recallstack.core.errors import NotFoundError
 from recallstack.core.messages import Message
 from recallstack.core.records import MessagePage, Thread
-from recallstack.core.runtime.backends import Backends
-from recallstack.core.runtime.calls import Steps, call, run
 from recallstack.core.runtime.config import MemoryConfig
 
 
@@ -30,16 +28,14 @@ class MessageHistory:
         config: MemoryConfig | None = None,
     ) -> None:
         self.storage = storage
-        self.backends = Backends(storage)
         self.config = config or MemoryConfig(last_messages=last_messages)
 
     def recent(
         self, thread_id: str, resource_id: str | None, per_page: int, page: int = 0
-    ) -> Steps[MessagePage]:
+    ) -> MessagePage:
         """A page of the thread's newest messages (page 0 the newest), chronological,
         tagged `source="memory"`."""
-        newest = yield from call(
-            Storage.list_messages,
+        newest = self.storage.list_messages(
             thread_id,
             resource_id=resource_id,
             page=page,
@@ -52,14 +48,11 @@ class MessageHistory:
     def process_input(self, messages: list[Message], context: RequestContext) -> list[Message]:
         """Put the thread's recent messages (not already in the input) before the
         conversation, after its system messages. Storage errors raise."""
-        return run(self.input_steps(messages, context), self.backends)
-
-    def input_steps(self, messages: list[Message], context: RequestContext) -> Steps[list[Message]]:
         last = self.config.merged(context.config).last_messages
         if last is False or last == 0:
             return messages
         present = {m.id for m in messages}
-        recent = yield from self.recent(context.thread_id, context.resource_id, last)
+        recent = self.recent(context.thread_id, context.resource_id, last)
         history = [m for m in recent.items if m.id not in present]
         system = [m for m in messages if m.role == "system"]
         return [*system, *history, *(m for m in messages if m.role != "system")]
@@ -68,21 +61,16 @@ class MessageHistory:
         self, messages: list[Message], context: RequestContext
     ) -> list[Message]:
         """Persist the new messages (not those memory added), creating the thread if needed."""
-        return run(self.output_steps(messages, context), self.backends)
-
-    def output_steps(
-        self, messages: list[Message], context: RequestContext
-    ) -> Steps[list[Message]]:
         new = [m for m in messages if m.source is None]
         if not new:
             return messages
-        if (yield from call(Storage.get_thread, context.thread_id)) is None:
+        if self.storage.get_thread(context.thread_id) is None:
             if context.resource_id is None:
                 raise NotFoundError(
                     f"thread {context.thread_id!r} does not exist and the context has no "
                     "resource_id to create it with"
                 )
             thread = Thread(id=context.thread_id, resource_id=context.resource_id)
-            yield from call(Storage.save_thread, thread)
-        yield from call(Storage.save_messages, new)
+            self.storage.save_thread(thread)
+        self.storage.save_messages(new)
         return messages

@@ -1,5 +1,6 @@
-"""What a memory does, written once as steps (`core/runtime/calls.py`): `Memory` runs them on
-blocking backends and `AsyncMemory` awaits them, so both behave the same by construction."""
+"""What a memory does, written once as blocking code: `Memory` calls it, and `AsyncMemory` runs
+the same code on the event loop or in a worker thread (`core/runtime/awaiting.py`), so both
+behave the same by construction."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from typing import Any
 
 from recallstack.core.api.message_history import MessageHistory
 from recallstack.core.api.reindexing import ReindexResult, reindex
-from recallstack.core.contracts.storage import Storage
 from recallstack.core.contracts.vector_store import VectorStore, check_vector
 from recallstack.core.errors import InvalidInputError, NotFoundError
 from recallstack.core.inputs import check_id, check_ids
@@ -23,10 +23,8 @@ from recallstack.core.recall.derived import (
     followers,
     recorded_indexes,
 )
-from recallstack.core.recall.indexes import existing_indexes
 from recallstack.core.recall.retrieval import merge
 from recallstack.core.records import Resource, Thread, ThreadPage
-from recallstack.core.runtime.calls import Steps, call
 from recallstack.core.runtime.config import MemoryConfig, SemanticRecallConfig
 from recallstack.core.vectors import Matrix
 
@@ -83,7 +81,7 @@ class SearchHit:
 
 
 class Operations:
-    """The steps of every `Memory` method; the docstrings are on `Memory`.
+    """Every `Memory` method; the docstrings are on `Memory`.
 
     `vector` is the memory's vector store, which it has with an embedder and may have
     without one: deletes and edits then still reach the vectors others wrote."""
@@ -98,6 +96,7 @@ class Operations:
         self.config = config
         self.history = history
         self.semantic = semantic
+        self.storage = history.storage
         self.vector = semantic.vector if semantic is not None else vector
 
     def _semantic(self) -> SemanticRecall:
@@ -107,17 +106,17 @@ class Operations:
 
     # ---- resources ----------------------------------------------------------------
 
-    def get_resource(self, resource_id: str) -> Steps[Resource | None]:
-        return (yield from call(Storage.get_resource, resource_id))
+    def get_resource(self, resource_id: str) -> Resource | None:
+        return self.storage.get_resource(resource_id)
 
-    def update_resource(self, resource_id: str, metadata: Mapping[str, Any]) -> Steps[Resource]:
-        existing = yield from call(Storage.get_resource, resource_id)
+    def update_resource(self, resource_id: str, metadata: Mapping[str, Any]) -> Resource:
+        existing = self.storage.get_resource(resource_id)
         resource = (
             existing.model_copy(update={"metadata": dict(metadata), "updated_at": utc_now()})
             if existing is not None
             else Resource(id=resource_id, metadata=dict(metadata))
         )
-        return (yield from call(Storage.save_resource, resource))
+        return self.storage.save_resource(resource)
 
     # ---- threads ----------------------------------------------------------------
 
@@ -127,59 +126,56 @@ class Operations:
         thread_id: str | None,
         title: str | None,
         metadata: Mapping[str, Any] | None,
-    ) -> Steps[Thread]:
+    ) -> Thread:
         clean = normalize_metadata(metadata, "thread metadata")
         thread = Thread(
             id=thread_id or str(uuid.uuid4()), resource_id=resource_id, title=title, metadata=clean
         )
-        return (yield from call(Storage.save_thread, thread))
+        return self.storage.save_thread(thread)
 
-    def get_thread(self, thread_id: str) -> Steps[Thread | None]:
-        return (yield from call(Storage.get_thread, thread_id))
+    def get_thread(self, thread_id: str) -> Thread | None:
+        return self.storage.get_thread(thread_id)
 
-    def list_threads(self, resource_id: str, paging: Mapping[str, Any]) -> Steps[ThreadPage]:
-        return (yield from call(Storage.list_threads, resource_id, **paging))
+    def list_threads(self, resource_id: str, paging: Mapping[str, Any]) -> ThreadPage:
+        return self.storage.list_threads(resource_id, **paging)
 
     def update_thread(
         self, thread_id: str, title: str | None, metadata: Mapping[str, Any] | None
-    ) -> Steps[ThreadUpdateResult]:
+    ) -> ThreadUpdateResult:
         clean = None if metadata is None else normalize_metadata(metadata, "thread metadata")
         if clean is None or self.vector is None:
-            updated = yield from call(Storage.update_thread, thread_id, title=title, metadata=clean)
+            updated = self.storage.update_thread(thread_id, title=title, metadata=clean)
             return ThreadUpdateResult(updated)
         # every vector carries its thread's metadata: those of indexes this memory does
         # not write go (their ledger records first), for a `reindex()` that writes them
-        names = yield from self._index_names()
+        names = self._index_names()
         others = [n for n in names if n not in self._own_names(self.config.recall_or_default)]
-        yield from call(Storage.forget_indexed, thread_id=thread_id)
-        thread = yield from call(Storage.update_thread, thread_id, title=title, metadata=clean)
-        limit = self.vector.capabilities.max_filter_values
-        yield from delete_vectors(others, thread_id=thread_id, max_values=limit)
+        self.storage.forget_indexed(thread_id=thread_id)
+        thread = self.storage.update_thread(thread_id, title=title, metadata=clean)
+        delete_vectors(self.storage, self.vector, others, thread_id=thread_id)
         if self.semantic is None:
             return ThreadUpdateResult(thread)
-        messages = (yield from call(Storage.list_messages, thread_id)).items
-        report = yield from self.semantic.indexing.index(
+        messages = self.storage.list_messages(thread_id).items
+        report = self.semantic.indexing.index(
             messages, self.config.recall_or_default, threads={thread.id: thread}
         )
         return ThreadUpdateResult(thread, report.indexed, report.failed, report.error)
 
-    def delete_thread(self, thread_id: str) -> Steps[None]:
-        names = yield from self._index_names()  # read before the ledger records go
-        yield from call(Storage.forget_indexed, thread_id=thread_id)
+    def delete_thread(self, thread_id: str) -> None:
+        names = self._index_names()  # read before the ledger records go
+        self.storage.forget_indexed(thread_id=thread_id)
         if self.vector is not None:
-            limit = self.vector.capabilities.max_filter_values
-            yield from delete_vectors(names, thread_id=thread_id, max_values=limit)
-        yield from call(Storage.delete_thread, thread_id)
+            delete_vectors(self.storage, self.vector, names, thread_id=thread_id)
+        self.storage.delete_thread(thread_id)
 
-    def _index_names(self) -> Steps[list[str]]:
+    def _index_names(self) -> list[str]:
         """Every index that may hold this storage's vectors (`derived.recorded_indexes`),
         this memory's own among them."""
         if self.semantic is not None:
-            model = self.semantic.embedder.embedder
-            return (yield from existing_indexes(self.config.recall_or_default, model))
+            return self.semantic.index_names()
         if self.vector is None:
             return []
-        return (yield from recorded_indexes())
+        return recorded_indexes(self.storage, self.vector)
 
     def _own_names(self, recall: SemanticRecallConfig | None) -> set[str]:
         """The indexes this memory re-embeds itself under `recall`."""
@@ -189,7 +185,7 @@ class Operations:
 
     def _others_followers(
         self, names: list[str], own: set[str], ids: Sequence[str]
-    ) -> Steps[dict[str, list[str]]]:
+    ) -> dict[str, list[str]]:
         """For each contextual index this memory does not write: the messages whose
         vectors there hold one of `ids` (read before and after a change, since a
         message's followers change when it moves)."""
@@ -197,12 +193,12 @@ class Operations:
         for name in names:
             size = context_size(name)
             if size and name not in own and ids:
-                found[name] = [m.id for m in (yield from followers(ids, size))]
+                found[name] = [m.id for m in followers(self.storage, ids, size)]
         return found
 
     def _drop_others(
         self, stale: dict[str, list[str]], changed: Sequence[str], names: list[str], own: set[str]
-    ) -> Steps[None]:
+    ) -> None:
         """What this memory cannot re-embed goes, its ledger records first, so that a
         `reindex()` by a memory that writes those indexes makes it again: the changed
         messages' vectors in the indexes it does not write, and their followers'
@@ -212,11 +208,10 @@ class Operations:
         if not others or not (followers_ or changed) or self.vector is None:
             return
         if followers_:  # the changed messages' records went with their save
-            yield from call(Storage.forget_indexed, followers_)
-        limit = self.vector.capabilities.max_filter_values
-        yield from delete_vectors(others, changed, max_values=limit)
+            self.storage.forget_indexed(followers_)
+        delete_vectors(self.storage, self.vector, others, changed)
         for name, ids in stale.items():
-            yield from delete_vectors([name], ids, max_values=limit)
+            delete_vectors(self.storage, self.vector, [name], ids)
 
     # ---- messages ----------------------------------------------------------------
 
@@ -225,30 +220,30 @@ class Operations:
         messages: Sequence[Message],
         thread_config: Mapping[str, Any] | None,
         vectors: Mapping[str, Sequence[float]] | None = None,
-    ) -> Steps[SaveResult]:
+    ) -> SaveResult:
         recall = self.config.merged(thread_config).semantic_recall or None
         known = self._checked_vectors(vectors) if vectors else {}
         own = self._own_names(recall)
         # the ledger's names are cheap to read; only indexes others write cost more
-        names = (yield from call(Storage.index_names)) if self.vector is not None else []
+        names = self.storage.index_names() if self.vector is not None else []
         ids = [m.id for m in messages if isinstance(m, Message)]
-        before = yield from self._others_followers(names, own, ids)
-        stale = yield from self._moving_followers(messages, recall)
-        saved = yield from call(Storage.upsert_messages, messages)
+        before = self._others_followers(names, own, ids)
+        stale = self._moving_followers(messages, recall)
+        saved = self.storage.upsert_messages(messages)
         if not saved.messages:
             return SaveResult([])
-        after = yield from self._others_followers(names, own, ids)
+        after = self._others_followers(names, own, ids)
         others = {n: [*before.get(n, []), *after.get(n, [])] for n in {*before, *after}}
-        yield from self._drop_others(others, sorted(saved.existing), names, own)
+        self._drop_others(others, sorted(saved.existing), names, own)
         if not recall or self.semantic is None:
             return SaveResult(saved.messages)
         # a message saved for the first time has no vectors to replace: its save
         # deletes nothing, which keeps every backend's write to an upsert
         new = [m.id for m in saved.messages if m.id not in saved.existing]
         saved_ids = {m.id for m in saved.messages}
-        following = yield from followers(list(saved_ids), recall.context)
+        following = followers(self.storage, list(saved_ids), recall.context)
         refresh = {m.id: m for m in [*stale, *following] if m.id not in saved_ids}
-        report = yield from self.semantic.indexing.index(
+        report = self.semantic.indexing.index(
             [*saved.messages, *refresh.values()],
             recall,
             new=new,
@@ -277,7 +272,7 @@ class Operations:
 
     def _moving_followers(
         self, messages: Sequence[Message], recall: SemanticRecallConfig | None
-    ) -> Steps[list[Message]]:
+    ) -> list[Message]:
         """Before a save, with contextual vectors: the messages after the stored versions
         of these, whose context changes if a message moves or changes. Their ledger
         records go first, so that a crash before they are re-embedded leaves them for
@@ -288,49 +283,48 @@ class Operations:
             return []  # the save refuses them
         by_resource: dict[str, list[str]] = {}
         for thread_id in dict.fromkeys(m.thread_id for m in messages):
-            thread = yield from call(Storage.get_thread, thread_id)
+            thread = self.storage.get_thread(thread_id)
             if thread is not None:
                 named = [m.id for m in messages if m.thread_id == thread_id]
                 by_resource.setdefault(thread.resource_id, []).extend(named)
         stale: list[Message] = []
         for resource_id, ids in by_resource.items():
-            stale += yield from followers(ids, recall.context, resource_id)
+            stale += followers(self.storage, ids, recall.context, resource_id)
         if stale:
-            yield from call(Storage.forget_indexed, [m.id for m in stale])
+            self.storage.forget_indexed([m.id for m in stale])
         return stale
 
     def update_messages(
         self, messages: Sequence[Message], thread_config: Mapping[str, Any] | None
-    ) -> Steps[SaveResult]:
-        known = {m.id for m in (yield from call(Storage.get_messages, [m.id for m in messages]))}
+    ) -> SaveResult:
+        known = {m.id for m in self.storage.get_messages([m.id for m in messages])}
         missing = [m.id for m in messages if m.id not in known]
         if missing:
             raise NotFoundError(f"update_messages: no messages with ids {missing}")
-        return (yield from self.save_messages(messages, thread_config))
+        return self.save_messages(messages, thread_config)
 
-    def delete_messages(self, ids: Sequence[str]) -> Steps[None]:
+    def delete_messages(self, ids: Sequence[str]) -> None:
         if not ids:
             return
         ids = check_ids(ids, "ids")
-        names = yield from self._index_names()  # in the order of delete_thread, for its reason
+        names = self._index_names()  # in the order of delete_thread, for its reason
         config = self.config.recall_or_default
         own = self._own_names(config)
         # the contextual vectors of the messages after these hold their text: this
         # memory makes its own again; those of indexes it does not write go
-        others = yield from self._others_followers(names, own, ids)
+        others = self._others_followers(names, own, ids)
         followers_ = []
         if self.semantic is not None:
-            followers_ = yield from followers(ids, config.context)
+            followers_ = followers(self.storage, ids, config.context)
         stale = [i for found in others.values() for i in found]
-        yield from call(Storage.forget_indexed, [*ids, *(m.id for m in followers_), *stale])
+        self.storage.forget_indexed([*ids, *(m.id for m in followers_), *stale])
         if self.vector is not None:
-            limit = self.vector.capabilities.max_filter_values
-            yield from delete_vectors(names, ids, max_values=limit)
+            delete_vectors(self.storage, self.vector, names, ids)
             for name, found in others.items():
-                yield from delete_vectors([name], found, max_values=limit)
-        yield from call(Storage.delete_messages, ids)
+                delete_vectors(self.storage, self.vector, [name], found)
+        self.storage.delete_messages(ids)
         if self.semantic is not None and followers_:
-            yield from self.semantic.indexing.index(followers_, config)
+            self.semantic.indexing.index(followers_, config)
 
     # ---- recall ------------------------------------------------------------------
 
@@ -342,11 +336,11 @@ class Operations:
         per_page: int | None,
         page: int,
         thread_config: Mapping[str, Any] | None,
-    ) -> Steps[RecallResult]:
+    ) -> RecallResult:
         config = self.config.merged(thread_config)
         if resource_id is not None:
             check_id(resource_id, "resource_id")
-        thread = yield from call(Storage.get_thread, thread_id)
+        thread = self.storage.get_thread(thread_id)
         if thread is not None:
             if resource_id not in (None, thread.resource_id):
                 raise InvalidInputError(
@@ -354,19 +348,19 @@ class Operations:
                 )
             resource_id = thread.resource_id
         size = per_page if per_page is not None else (config.last_messages or 0)
-        history = yield from self.history.recent(thread_id, resource_id, size, page)
+        history = self.history.recent(thread_id, resource_id, size, page)
         recalled = Recalled([], [])
         context = history.items
         if vector_search_string and config.semantic_recall:
             semantic = self._semantic()
-            recalled = yield from semantic.retrieval.recall(
+            recalled = semantic.retrieval.recall(
                 vector_search_string,
                 thread_id,
                 resource_id,
                 config.semantic_recall,
                 exclude={m.id for m in history.items},
             )
-            context = yield from merge(history.items, recalled.messages, thread_id)
+            context = merge(self.storage, history.items, recalled.messages, thread_id)
         return RecallResult(
             messages=sorted([*history.items, *recalled.messages], key=lambda m: m.sort_key),
             context=context,
@@ -385,21 +379,19 @@ class Operations:
         filter: Mapping[str, Any] | None,
         threshold: float | None,
         thread_id: str | None,
-    ) -> Steps[list[SearchHit]]:
+    ) -> list[SearchHit]:
         check_id(resource_id, "resource_id")
         semantic = self._semantic()
         if thread_id is not None:
-            thread = yield from call(Storage.get_thread, thread_id)
+            thread = self.storage.get_thread(thread_id)
             if thread is None or thread.resource_id != resource_id:
                 raise NotFoundError(f"resource {resource_id!r} has no thread {thread_id!r}")
         given = {"top_k": top_k, "filter": filter, "threshold": threshold}
         changes = {key: value for key, value in given.items() if value is not None}
         scope = "resource" if thread_id is None else "thread"
         config = self.config.merged({"semantic_recall": {**changes, "scope": scope}})
-        hits = yield from semantic.retrieval.search(
-            query, thread_id, resource_id, config.recall_or_default
-        )
-        messages = yield from call(Storage.get_messages, [h.message_id for h in hits])
+        hits = semantic.retrieval.search(query, thread_id, resource_id, config.recall_or_default)
+        messages = self.storage.get_messages([h.message_id for h in hits])
         found = {m.id: m for m in messages}
         return [
             SearchHit(found[h.message_id], h.score, h.dense_score, h.keyword_score, h.context_score)
@@ -409,9 +401,5 @@ class Operations:
 
     def reindex(
         self, batch_size: int, progress: Callable[[int, int], None] | None
-    ) -> Steps[ReindexResult]:
-        return (
-            yield from reindex(
-                self._semantic(), self.config.recall_or_default, batch_size, progress
-            )
-        )
+    ) -> ReindexResult:
+        return reindex(self._semantic(), self.config.recall_or_default, batch_size, progress)

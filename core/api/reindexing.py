@@ -6,11 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from recallstack.core.contracts.storage import Storage
 from recallstack.core.messages import Message
 from recallstack.core.recall import SemanticRecall
 from recallstack.core.recall.derived import followers
-from recallstack.core.runtime.calls import Steps, call
 from recallstack.core.runtime.config import SemanticRecallConfig
 
 
@@ -29,22 +27,22 @@ def reindex(
     config: SemanticRecallConfig,
     batch_size: int,
     progress: Callable[[int, int], None] | None,
-) -> Steps[ReindexResult]:
+) -> ReindexResult:
     """Index every message not yet indexed under `config`'s indexes, oldest first: a
     batch at a time, a failed batch again message by message (`Memory.reindex`)."""
     # a message is recorded under both indexes at once, so the contextual one's
     # unindexed messages include the other's
     name = semantic.context_index_name(config) or semantic.index_name(config)
-    total = (yield from call(Storage.count_unindexed, name)) if progress is not None else 0
+    total = semantic.storage.count_unindexed(name) if progress is not None else 0
     done = 0
     failed: list[str] = []
     error: str | None = None
     cursor: Message | None = None
-    while batch := (yield from call(Storage.unindexed, name, limit=batch_size, after=cursor)):
+    while batch := semantic.storage.unindexed(name, limit=batch_size, after=cursor):
         cursor = batch[-1]
         # a message saved but not yet indexed may have changed its followers' context
-        following = yield from followers([m.id for m in batch], config.context)
-        report = yield from semantic.indexing.index([*batch, *following], config)
+        following = followers(semantic.storage, [m.id for m in batch], config.context)
+        report = semantic.indexing.index([*batch, *following], config)
         asked = {m.id for m in batch}
         done += len(asked.intersection(report.indexed))
         failed += [i for i in report.refused if i in asked]
@@ -53,7 +51,7 @@ def reindex(
         singles = []
         for m in batch:
             if m.id in retry:
-                singles.append((yield from semantic.indexing.index([m], config)))
+                singles.append(semantic.indexing.index([m], config))
         done += sum(len(r.indexed) for r in singles)
         failed += [i for r in singles for i in r.failed]
         if progress is not None:

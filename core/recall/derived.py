@@ -22,7 +22,6 @@ from recallstack.core.errors import IndexNotFoundError
 from recallstack.core.filters import Condition, Node
 from recallstack.core.messages import Message
 from recallstack.core.records import Include
-from recallstack.core.runtime.calls import Steps, call
 from recallstack.core.vectors import Partition
 
 _CONTEXT = re.compile(r"_context(\d+)$")
@@ -45,14 +44,14 @@ def digest(text: str) -> str:
 
 
 def contexts(
-    messages: Sequence[Message], size: int, resource_id: str | None = None
-) -> Steps[dict[str, list[Message]]]:
+    storage: Storage, messages: Sequence[Message], size: int, resource_id: str | None = None
+) -> dict[str, list[Message]]:
     """Each message's context: the up to `size` messages before it in its thread, system
     messages left out (they are never embedded)."""
     if not messages:
         return {}
     windows = [Include(id=m.id, before=size, after=0) for m in messages]
-    around = yield from call(Storage.message_windows, windows, resource_id=resource_id)
+    around = storage.message_windows(windows, resource_id=resource_id)
     threads: dict[str, list[Message]] = {}
     for m in around:  # sorted; a window's messages stand right before its own
         threads.setdefault(m.thread_id, []).append(m)
@@ -69,35 +68,36 @@ def contexts(
 
 
 def followers(
-    ids: Sequence[str], size: int, resource_id: str | None = None
-) -> Steps[list[Message]]:
+    storage: Storage, ids: Sequence[str], size: int, resource_id: str | None = None
+) -> list[Message]:
     """The messages whose contextual vectors (of `size`) hold one of these: up to `size`
     after each in its thread, these aside."""
     if not size or not ids:
         return []
     windows = [Include(id=i, before=0, after=size) for i in ids]
-    around = yield from call(Storage.message_windows, windows, resource_id=resource_id)
+    around = storage.message_windows(windows, resource_id=resource_id)
     named = set(ids)
     return [m for m in around if m.id not in named]
 
 
 def delete_vectors(
+    storage: Storage,
+    vector: VectorStore,
     names: Sequence[str],
     message_ids: Sequence[str] = (),
     *,
     thread_id: str | None = None,
-    max_values: int,
-) -> Steps[None]:
+) -> None:
     """Delete these stored messages' (or this thread's) vectors, every chunk, in the
     indexes `names` (one that no longer exists is passed over), each in its partition,
-    read from storage; `max_values` is the vector store's bound on an `$in` list."""
+    read from storage."""
     reach: list[tuple[Partition, Node | None]] = []  # no filter: the whole partition
     if thread_id is not None:
-        thread = yield from call(Storage.get_thread, thread_id)
+        thread = storage.get_thread(thread_id)
         if thread is not None:
             reach.append((Partition(thread.resource_id, thread_id), None))
-    for ids in batched(message_ids, max_values):
-        stored = yield from call(Storage.get_messages, list(ids))
+    for ids in batched(message_ids, vector.capabilities.max_filter_values):
+        stored = storage.get_messages(list(ids))
         owners: dict[str, list[str]] = {}
         for m in stored:
             if m.resource_id is not None:  # always, for a stored message
@@ -109,15 +109,15 @@ def delete_vectors(
     for name in names:
         try:
             for partition, which in reach:
-                yield from call(VectorStore.delete, name, filter=which, partition=partition)
-            yield from call(VectorStore.wait_until_consistent, name)
+                vector.delete(name, filter=which, partition=partition)
+            vector.wait_until_consistent(name)
         except IndexNotFoundError:
             continue  # recorded in the ledger, since deleted: nothing to delete there
 
 
-def recorded_indexes() -> Steps[list[str]]:
+def recorded_indexes(storage: Storage, vector: VectorStore) -> list[str]:
     """The indexes that hold vectors of this storage's messages: those its ledger
     names that the vector store has."""
-    recorded = yield from call(Storage.index_names)
-    existing = yield from call(VectorStore.list_indexes)
+    recorded = storage.index_names()
+    existing = vector.list_indexes()
     return sorted(set(recorded) & set(existing))

@@ -5,7 +5,6 @@ from __future__ import annotations
 from recallstack.core.contracts.embedder import Embedder, index_name
 from recallstack.core.contracts.storage import Storage
 from recallstack.core.contracts.vector_store import VectorStore
-from recallstack.core.runtime.calls import Steps, call
 from recallstack.core.runtime.config import SemanticRecallConfig
 
 
@@ -27,8 +26,10 @@ def own_indexes(config: SemanticRecallConfig, model: Embedder) -> set[str]:
     return {main_index(config, model), *filter(None, [context_index(config, model)])}
 
 
-def existing_indexes(config: SemanticRecallConfig, model: Embedder) -> Steps[list[str]]:
+def existing_indexes(
+    storage: Storage, vector: VectorStore, config: SemanticRecallConfig, model: Embedder
+) -> list[str]:
     """Indexes that may hold a memory's vectors: those recorded in storage and its own,
     where they exist."""
-    recorded = {*(yield from call(Storage.index_names)), *own_indexes(config, model)}
-    return sorted(recorded & set((yield from call(VectorStore.list_indexes))))
+    recorded = {*storage.index_names(), *own_indexes(config, model)}
+    return sorted(recorded & set(vector.list_indexes()))

@@ -21,7 +21,6 @@ from recallstack.core.recall.derived import context_text, contexts, digest
 from recallstack.core.recall.indexes import context_index, main_index
 from recallstack.core.recall.records import IndexReport, chunk_id, vector_metadata
 from recallstack.core.records import Thread
-from recallstack.core.runtime.calls import Steps, call
 from recallstack.core.runtime.config import SemanticRecallConfig
 from recallstack.core.runtime.embedding_cache import CachedEmbedder
 from recallstack.core.vectors import Matrix, Partition
@@ -43,10 +42,16 @@ class Indexing:
     """Writes messages' vectors; remembers which indexes it has made, so that each is
     created once per process."""
 
-    def __init__(self, embedder: CachedEmbedder, vector: VectorStore, log: logging.Logger) -> None:
-        self.embedder = embedder
+    def __init__(
+        self,
+        storage: Storage,
+        vector: VectorStore,
+        embedder: CachedEmbedder,
+        log: logging.Logger,
+    ) -> None:
+        self.storage = storage
         self.vector = vector
-        """Read for its capabilities only: the calls go through the runner."""
+        self.embedder = embedder
         self.log = log
         self._ready: set[str] = set()
 
@@ -57,7 +62,7 @@ class Indexing:
         new: Collection[str] = (),
         threads: Mapping[str, Thread] | None = None,
         known: Mapping[str, Matrix] | None = None,
-    ) -> Steps[IndexReport]:
+    ) -> IndexReport:
         """Write messages' vectors (one per chunk), then record them as indexed.
 
         The caller has cleared the messages' ledger records first (saving a
@@ -79,11 +84,9 @@ class Indexing:
         unsettled: dict[str, str] = {}
         try:
             own = {m.id: chunks_of(self.embedder, m, config) for m in messages}
-            refused = yield from self._write(
-                name, messages, config, own, {}, new, threads, known or {}
-            )
+            refused = self._write(name, messages, config, own, {}, new, threads, known or {})
             if context_name is not None:
-                also, unsettled = yield from self._write_contexts(
+                also, unsettled = self._write_contexts(
                     context_name, messages, own, config, new, threads
                 )
                 refused |= also
@@ -94,7 +97,7 @@ class Indexing:
         failed = {**refused, **unsettled}
         done = [m.id for m in messages if m.id not in failed]
         for indexed in filter(None, (name, context_name)):
-            yield from call(Storage.mark_indexed, done, indexed)
+            self.storage.mark_indexed(done, indexed)
         if not failed:
             return IndexReport(indexed=done)
         first = next(iter(failed))
@@ -113,23 +116,23 @@ class Indexing:
         config: SemanticRecallConfig,
         new: Collection[str],
         threads: dict[str, Thread],
-    ) -> Steps[tuple[dict[str, str], dict[str, str]]]:
+    ) -> tuple[dict[str, str], dict[str, str]]:
         """Write the messages' contextual vectors, then read their contexts again: a
         save running beside this one may have changed one after it was read (its own
         rewrite then lost to this older one). Those are written again, so the last
         writer of a vector always checks after it. Returns the refused messages, and
         those whose context still changed after `CONTEXT_CHECKS` rounds (left for
         `reindex()`)."""
-        texts, previous = yield from self._contexts(messages, own, config)
-        refused = yield from self._write(name, messages, config, texts, previous, new, threads, {})
+        texts, previous = self._contexts(messages, own, config)
+        refused = self._write(name, messages, config, texts, previous, new, threads, {})
         todo = [m for m in messages if m.id not in refused]
         for _ in range(CONTEXT_CHECKS):
-            again, after = yield from self._contexts(todo, own, config)
+            again, after = self._contexts(todo, own, config)
             todo = [m for m in todo if (again[m.id], after[m.id]) != (texts[m.id], previous[m.id])]
             if not todo:
                 return refused, {}
             texts, previous = {**texts, **again}, {**previous, **after}
-            refused |= yield from self._write(name, todo, config, texts, previous, (), threads, {})
+            refused |= self._write(name, todo, config, texts, previous, (), threads, {})
             todo = [m for m in todo if m.id not in refused]
         why = "its context changed while it was written; reindex() writes it"
         return refused, dict.fromkeys((m.id for m in todo), why)
@@ -139,13 +142,13 @@ class Indexing:
         messages: list[Message],
         own: Mapping[str, list[Tokenized]],
         config: SemanticRecallConfig,
-    ) -> Steps[tuple[dict[str, list[Tokenized]], dict[str, dict[str, Any]]]]:
+    ) -> tuple[dict[str, list[Tokenized]], dict[str, dict[str, Any]]]:
         """Each message's contextual text, chunked (`derived.contexts`); and, as vector
         metadata, the message just before it (`previous_id`), which a contextual hit
         credits, and the text's digest, by which `doctor` tells a stale vector. A
         message with no chunks of its own (`own`) has none."""
         embedded = [m for m in messages if own[m.id]]
-        earlier = yield from contexts(embedded, config.context)
+        earlier = contexts(self.storage, embedded, config.context)
         texts: dict[str, list[Tokenized]] = {}
         previous: dict[str, dict[str, Any]] = {}
         for m in messages:
@@ -169,7 +172,7 @@ class Indexing:
         new: Collection[str],
         threads: dict[str, Thread],
         known: Mapping[str, Matrix],
-    ) -> Steps[dict[str, str]]:
+    ) -> dict[str, str]:
         """Upsert every chunk's vector, then delete the chunks a message no longer has:
         new vectors exist before old ones go, and a save of new messages deletes nothing.
 
@@ -187,7 +190,7 @@ class Indexing:
         refused: dict[str, str] = {}
         for m in messages:
             if m.thread_id not in threads:
-                found = yield from call(Storage.get_thread, m.thread_id)
+                found = self.storage.get_thread(m.thread_id)
                 if found is not None:
                     threads[m.thread_id] = found
             thread = threads.get(m.thread_id)
@@ -205,25 +208,21 @@ class Indexing:
                 inputs.append(chunk)
                 metadata.append({**common, "chunk": k})
                 partitions.append(partition)
-        if (
-            not ids
-            and name not in self._ready
-            and name not in (yield from call(VectorStore.list_indexes))
-        ):
+        if not ids and name not in self._ready and name not in self.vector.list_indexes():
             return refused  # nothing to write, and no index that could hold stale chunks
         if name not in self._ready:
             dimension = self.embedder.embedder.dimension
-            yield from call(VectorStore.create_index, name, dimension, config=config.index_config)
+            self.vector.create_index(name, dimension, config=config.index_config)
             self._ready.add(name)
         if ids:
-            refused |= yield from self._upsert(name, ids, inputs, metadata, partitions, known)
+            refused |= self._upsert(name, ids, inputs, metadata, partitions, known)
         new = set(new)
-        yield from self._delete_stale(
+        self._delete_stale(
             name,
             {m: n for m, n in counts.items() if m not in new and m not in refused},
             owners,
         )
-        yield from call(VectorStore.wait_until_consistent, name)  # the next recall reads it
+        self.vector.wait_until_consistent(name)  # the next recall reads it
         return refused
 
     def _upsert(
@@ -234,7 +233,7 @@ class Indexing:
         metadata: list[dict[str, Any]],
         partitions: list[Partition],
         known: Mapping[str, Matrix],
-    ) -> Steps[dict[str, str]]:
+    ) -> dict[str, str]:
         """Embed the chunks not `known` and upsert every vector but those of a message
         the embedder refused a chunk of, one upsert per partition; returns those
         messages, with why."""
@@ -246,7 +245,7 @@ class Indexing:
         refused: dict[str, str] = {}
         if todo:
             try:
-                vectors[todo] = yield from call(CachedEmbedder.embed, [inputs[i] for i in todo])
+                vectors[todo] = self.embedder.embed([inputs[i] for i in todo])
             except EmbeddingRefusedError as exc:
                 vectors[todo] = exc.vectors
                 refused = {
@@ -257,8 +256,7 @@ class Indexing:
             if row["message_id"] not in refused:
                 groups.setdefault(partitions[i], []).append(i)
         for partition, keep in groups.items():
-            yield from call(
-                VectorStore.upsert,
+            self.vector.upsert(
                 name,
                 [ids[i] for i in keep],
                 vectors[keep],
@@ -267,9 +265,7 @@ class Indexing:
             )
         return refused
 
-    def _delete_stale(
-        self, name: str, counts: dict[str, int], owners: Mapping[str, str]
-    ) -> Steps[None]:
+    def _delete_stale(self, name: str, counts: dict[str, int], owners: Mapping[str, str]) -> None:
         """Delete the chunks beyond each message's current count of `counts[id]`, in its
         resource (`owners`): a message may have moved there from another thread.
 
@@ -284,7 +280,7 @@ class Indexing:
             within = Partition(resource_id)
             renamed = [chunk_id(i, 0, 2 if n == 1 else 1) for i, n in held.items() if n > 0]
             if renamed:
-                yield from call(VectorStore.delete, name, ids=renamed, partition=within)
+                self.vector.delete(name, ids=renamed, partition=within)
             beyond: dict[int, list[str]] = {}
             for message_id, n in held.items():
                 beyond.setdefault(n, []).append(message_id)
@@ -294,4 +290,4 @@ class Indexing:
                         Condition(("message_id",), "$in", tuple(ids)),
                         Condition(("chunk",), "$gte", n),
                     )
-                    yield from call(VectorStore.delete, name, filter=stale, partition=within)
+                    self.vector.delete(name, filter=stale, partition=within)

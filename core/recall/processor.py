@@ -30,8 +30,6 @@ from recallstack.core.recall.indexing import Indexing, chunks_of
 from recallstack.core.recall.records import Hit, IndexReport, Recalled
 from recallstack.core.recall.retrieval import Retrieval, merge
 from recallstack.core.records import Thread
-from recallstack.core.runtime.backends import Backends
-from recallstack.core.runtime.calls import Steps, call, run
 from recallstack.core.runtime.config import MemoryConfig, SemanticRecallConfig
 from recallstack.core.runtime.embedding_cache import CachedEmbedder
 from recallstack.core.vectors import Matrix
@@ -44,9 +42,8 @@ class SemanticRecall:
     scope="resource", ...`). `Memory` passes its whole `MemoryConfig` as
     `config` instead, so that both read one configuration object.
 
-    Each operation is written once, as steps (`core/runtime/calls.py`): the methods
-    here run them on this processor's backends, and `AsyncMemory` awaits the
-    same steps (`input_steps`, `output_steps`, `indexing`, `retrieval`).
+    Its methods are blocking code; `AsyncMemory` runs the same methods on the event
+    loop or in a worker thread (`core/runtime/awaiting.py`).
     """
 
     id = "semantic-recall"
@@ -76,9 +73,8 @@ class SemanticRecall:
             semantic_recall=SemanticRecallConfig.model_validate(options)
         )
         self.log = logger or logging.getLogger("recallstack.semantic_recall")
-        self.backends = Backends(storage, vector, self.embedder)
-        self.indexing = Indexing(self.embedder, vector, self.log)
-        self.retrieval = Retrieval(self.embedder)
+        self.indexing = Indexing(storage, vector, self.embedder, self.log)
+        self.retrieval = Retrieval(storage, vector, self.embedder)
 
     def _config(self, config: SemanticRecallConfig | None) -> SemanticRecallConfig:
         return config or self.config.recall_or_default
@@ -100,14 +96,14 @@ class SemanticRecall:
     def index_names(self) -> list[str]:
         """Indexes that may hold this memory's vectors: those recorded in storage and
         its own, where they exist."""
-        steps = existing_indexes(self.config.recall_or_default, self.embedder.embedder)
-        return run(steps, self.backends)
+        config = self.config.recall_or_default
+        return existing_indexes(self.storage, self.vector, config, self.embedder.embedder)
 
     def chunks_of(self, message: Message, config: SemanticRecallConfig | None = None) -> list[str]:
         """What is embedded of a message: its text's chunks; none of a system message."""
         return [c.text for c in chunks_of(self.embedder, message, self._config(config))]
 
-    # ---- indexing and retrieval, blocking --------------------------------------------
+    # ---- indexing and retrieval -------------------------------------------------------
 
     def index(
         self,
@@ -118,8 +114,7 @@ class SemanticRecall:
         known: Mapping[str, Matrix] | None = None,
     ) -> IndexReport:
         """`Indexing.index`: write messages' vectors, then record them as indexed."""
-        steps = self.indexing.index(messages, self._config(config), new, threads, known)
-        return run(steps, self.backends)
+        return self.indexing.index(messages, self._config(config), new, threads, known)
 
     def search(
         self,
@@ -129,8 +124,7 @@ class SemanticRecall:
         config: SemanticRecallConfig | None = None,
     ) -> list[Hit]:
         """`Retrieval.search`: the top_k messages most similar to the query."""
-        steps = self.retrieval.search(query, thread_id, resource_id, self._config(config))
-        return run(steps, self.backends)
+        return self.retrieval.search(query, thread_id, resource_id, self._config(config))
 
     def recall(
         self,
@@ -141,48 +135,38 @@ class SemanticRecall:
         exclude: Collection[str] = frozenset(),
     ) -> Recalled:
         """`Retrieval.recall`: the hits and their neighbours. Raises."""
-        steps = self.retrieval.recall(query, thread_id, resource_id, self._config(config), exclude)
-        return run(steps, self.backends)
+        config = self._config(config)
+        return self.retrieval.recall(query, thread_id, resource_id, config, exclude)
 
     # ---- the processor ---------------------------------------------------------------
 
     def process_input(self, messages: list[Message], context: RequestContext) -> list[Message]:
         """Add what the last user message recalls. Fails open: errors are logged."""
-        return run(self.input_steps(messages, context), self.backends)
+        try:
+            return self._add_recalled(messages, context)
+        except Exception:
+            self.log.exception("semantic recall failed; the input goes on unchanged")
+            return messages
 
     def process_output_result(
         self, messages: list[Message], context: RequestContext
     ) -> list[Message]:
         """Index the new messages (not those memory added). Failures are logged."""
-        return run(self.output_steps(messages, context), self.backends)
+        config = self.config.merged(context.config).semantic_recall
+        if config:
+            self.indexing.index([m for m in messages if m.source is None], config)
+        return messages
 
-    def input_steps(self, messages: list[Message], context: RequestContext) -> Steps[list[Message]]:
-        try:
-            return (yield from self._add_recalled(messages, context))
-        except Exception:
-            self.log.exception("semantic recall failed; the input goes on unchanged")
-            return messages
-
-    def _add_recalled(
-        self, messages: list[Message], context: RequestContext
-    ) -> Steps[list[Message]]:
+    def _add_recalled(self, messages: list[Message], context: RequestContext) -> list[Message]:
         config = self.config.merged(context.config).semantic_recall
         query = next((m.text for m in reversed(messages) if m.role == "user"), "")
         if not config or not query.strip():
             return messages
         resource_id = context.resource_id
         if resource_id is None and config.scope == "resource":
-            thread = yield from call(Storage.get_thread, context.thread_id)
+            thread = self.storage.get_thread(context.thread_id)
             resource_id = thread.resource_id if thread else None
-        recalled = yield from self.retrieval.recall(
+        recalled = self.retrieval.recall(
             query, context.thread_id, resource_id, config, exclude={m.id for m in messages}
         )
-        return (yield from merge(messages, recalled.messages, context.thread_id))
-
-    def output_steps(
-        self, messages: list[Message], context: RequestContext
-    ) -> Steps[list[Message]]:
-        config = self.config.merged(context.config).semantic_recall
-        if config:
-            yield from self.indexing.index([m for m in messages if m.source is None], config)
-        return messages
+        return merge(self.storage, messages, recalled.messages, context.thread_id)

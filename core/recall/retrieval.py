@@ -19,7 +19,6 @@ from recallstack.core.recall.indexes import context_index, main_index
 from recallstack.core.recall.other_threads import render
 from recallstack.core.recall.records import Hit, Recalled, vector_metadata
 from recallstack.core.records import Include
-from recallstack.core.runtime.calls import Steps, call
 from recallstack.core.runtime.config import Fusion, SemanticRecallConfig
 from recallstack.core.runtime.embedding_cache import CachedEmbedder
 from recallstack.core.vectors import Matrix, Partition, QueryResult
@@ -28,7 +27,9 @@ from recallstack.core.vectors import Matrix, Partition, QueryResult
 class Retrieval:
     """Reads a memory's vectors and keyword index for a query."""
 
-    def __init__(self, embedder: CachedEmbedder) -> None:
+    def __init__(self, storage: Storage, vector: VectorStore, embedder: CachedEmbedder) -> None:
+        self.storage = storage
+        self.vector = vector
         self.embedder = embedder
 
     def search(
@@ -37,7 +38,7 @@ class Retrieval:
         thread_id: str | None,
         resource_id: str | None,
         config: SemanticRecallConfig,
-    ) -> Steps[list[Hit]]:
+    ) -> list[Hit]:
         """The top_k messages most similar to the query, within the scope (the resource's
         threads, or the one thread) and the filter."""
         if thread_id is not None or config.scope == "thread":
@@ -58,17 +59,17 @@ class Retrieval:
             return []
         if resource_id is None:  # a thread's recall, its resource not named: the thread's
             assert thread_id is not None
-            thread = yield from call(Storage.get_thread, thread_id)
+            thread = self.storage.get_thread(thread_id)
             if thread is None:
                 return []
             resource_id = thread.resource_id
         within = Partition(resource_id, thread_id if config.scope == "thread" else None)
         fusion = config.hybrid.fusion if config.hybrid else None
         pool = max(config.top_k, fusion.candidates) if fusion else config.top_k
-        vectors = yield from call(CachedEmbedder.embed, pieces)
+        vectors = self.embedder.embed(pieces)
         model = self.embedder.embedder
         try:
-            dense = yield from self._nearest(
+            dense = self._nearest(
                 main_index(config, model),
                 vectors,
                 pool,
@@ -86,12 +87,10 @@ class Retrieval:
         context: dict[str, QueryResult] = {}
         if (context_name := context_index(config, model)) is not None:
             with contextlib.suppress(IndexNotFoundError):  # none written yet: see reindex()
-                context = yield from self._nearest(
+                context = self._nearest(
                     context_name, vectors, pool, within, config.filter_node, None
                 )
-        return (
-            yield from self._hybrid(dense, context, query, thread_id, resource_id, config, fusion)
-        )
+        return self._hybrid(dense, context, query, thread_id, resource_id, config, fusion)
 
     def _nearest(
         self,
@@ -101,13 +100,12 @@ class Retrieval:
         within: Partition,
         where: Node | None,
         threshold: float | None,
-    ) -> Steps[dict[str, QueryResult]]:
+    ) -> dict[str, QueryResult]:
         """Each message's best vector in this index over the query's chunks, by message
         id, best first."""
         best: dict[str, QueryResult] = {}
         for vector in vectors:
-            results = yield from call(
-                VectorStore.query,
+            results = self.vector.query(
                 name,
                 vector,
                 pool,
@@ -130,15 +128,14 @@ class Retrieval:
         resource_id: str,
         config: SemanticRecallConfig,
         fusion: Fusion,
-    ) -> Steps[list[Hit]]:
+    ) -> list[Hit]:
         """The semantic hits, the contextual ones and the storage's keyword hits, fused
         (`fusion.fuse`). A keyword hit or a credited message that no vector found must
         pass the filter (checked on the metadata its vectors carry) and be in the
         scope, and with a `threshold` every hit must be a semantic one: the threshold
         stays a floor on semantic similarity. Returns the top_k."""
         in_thread = thread_id if config.scope == "thread" else None
-        words = yield from call(
-            Storage.search_words,
+        words = self.storage.search_words(
             query,
             resource_id=resource_id,
             thread_id=in_thread,
@@ -161,7 +158,7 @@ class Retrieval:
             i for i in dict.fromkeys([*(i for i, _ in words), *before.values()]) if i not in threads
         ]
         if config.filter_node is not None:  # ranks count the messages that pass it only
-            found = yield from self._passing(unseen, config.filter_node)
+            found = self._passing(unseen, config.filter_node)
             threads |= {m.id: m.thread_id for m in found if in_scope(m)}
             candidates = set(threads)
         else:  # stored messages all: the threads of those that make the top are read later
@@ -175,7 +172,7 @@ class Retrieval:
         while ranked and len(top) < config.top_k:  # best first, by id on ties
             head = [i for _, i in heapq.nsmallest(config.top_k - len(top), ranked)]
             if missing := [i for i in head if i not in threads]:
-                found = yield from call(Storage.get_messages, missing)
+                found = self.storage.get_messages(missing)
                 threads |= {m.id: m.thread_id for m in found if in_scope(m)}
             top += [i for i in head if i in threads]  # one deleted since drops out
             taken = set(head) if missing else None  # without one missing, the top is full
@@ -193,12 +190,12 @@ class Retrieval:
             for i in top
         ]
 
-    def _passing(self, ids: list[str], node: Node) -> Steps[list[Message]]:
+    def _passing(self, ids: list[str], node: Node) -> list[Message]:
         """The stored messages among `ids` that pass the filter `node`."""
-        found = (yield from call(Storage.get_messages, ids)) if ids else []
+        found = self.storage.get_messages(ids) if ids else []
         threads = {}
         for t in {m.thread_id for m in found}:
-            threads[t] = yield from call(Storage.get_thread, t)
+            threads[t] = self.storage.get_thread(t)
         return [
             m
             for m in found
@@ -212,14 +209,13 @@ class Retrieval:
         resource_id: str | None,
         config: SemanticRecallConfig,
         exclude: Collection[str] = frozenset(),
-    ) -> Steps[Recalled]:
+    ) -> Recalled:
         """Search, then fetch every hit's neighbours in one storage round trip. Raises."""
-        hits = yield from self.search(query, thread_id, resource_id, config)
+        hits = self.search(query, thread_id, resource_id, config)
         if not hits:
             return Recalled([], [])
         span = config.message_range
-        windows = yield from call(
-            Storage.message_windows,
+        windows = self.storage.message_windows(
             [Include(id=h.message_id, before=span.before, after=span.after) for h in hits],
             resource_id=resource_id,
         )
@@ -229,7 +225,9 @@ class Retrieval:
         return Recalled(hits, recalled)
 
 
-def merge(messages: list[Message], recalled: list[Message], thread_id: str) -> Steps[list[Message]]:
+def merge(
+    storage: Storage, messages: list[Message], recalled: list[Message], thread_id: str
+) -> list[Message]:
     """The input with recalled messages added: this thread's in chronological order,
     other threads' in one system message after the input's own."""
     if not recalled:
@@ -241,7 +239,7 @@ def merge(messages: list[Message], recalled: list[Message], thread_id: str) -> S
     if other:
         threads = {}
         for t in dict.fromkeys(m.thread_id for m in other):
-            if (thread := (yield from call(Storage.get_thread, t))) is not None:
+            if (thread := storage.get_thread(t)) is not None:
                 threads[t] = thread
         note = Message(
             id=f"semantic-recall:{thread_id}",

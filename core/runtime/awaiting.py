@@ -1,23 +1,27 @@
-"""Blocking-style adapter code that awaits an asyncio driver, without a second copy.
+"""How blocking code is awaited: the one async mechanism of recallstack.
 
-An adapter whose driver has an asyncio API (psycopg's `AsyncConnection`, ...)
-keeps one implementation of the contract. `AsyncMemory` calls its methods through
-`greenlet_spawn`, on the event loop; where the adapter reaches its driver it
-checks `in_asyncio()` and, when true, hands the driver's coroutine to
-`await_only`, which suspends the method until the loop has awaited it. This is
-how SQLAlchemy's asyncio extension runs its ORM over asyncio drivers. The
-adapter declares it with `asyncio_driver = True` (`Storage`, `VectorStore`);
-other adapters are called in a worker thread.
+Every operation (core/api/operations.py, core/recall/) and every adapter is
+written once, as blocking code. `AsyncMemory` runs an operation on the event
+loop in a greenlet (`greenlet_spawn`); wherever the code would block, it hands
+a coroutine to `await_only`, which suspends it until the loop has awaited that
+coroutine, and the loop goes on meanwhile. This is how SQLAlchemy's asyncio
+extension runs its ORM over asyncio drivers. There are three such places:
 
-greenlet is a dependency of the extras whose adapters do this; it is imported
-on first use.
+- an adapter whose driver has an asyncio API reaches it through its `Seam`:
+  the blocking side, or under `greenlet_spawn` the asyncio side, which awaits
+  the driver's coroutines;
+- a store without one (`asyncio_driver` False) is reached through
+  `InWorkerThread`: each call runs in a worker thread, awaited;
+- the embedding cache awaits the model's `aembed` (an HTTP client's, or a
+  local model's computation in a worker thread).
+
+greenlet is imported on first use, so that `import recallstack` does not load it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import importlib.util
 import logging
 import sys
 import threading
@@ -25,15 +29,11 @@ import time
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 T = TypeVar("T")
+S = TypeVar("S")
 _log = logging.getLogger(__name__)
-
-
-def greenlet_installed() -> bool:
-    """Whether greenlet is installed (the extras whose stores use this module bring it)."""
-    return importlib.util.find_spec("greenlet") is not None
 
 
 def in_asyncio() -> bool:
@@ -106,26 +106,68 @@ def sleep(seconds: float) -> None:
         time.sleep(seconds)
 
 
-class AwaitedBackend:
-    """A store whose methods are awaited: on the event loop when it awaits its
-    driver's asyncio API (`asyncio_driver`, and greenlet, which its extra brings, is
-    installed), else in a worker thread. How `AsyncMemory` calls every store."""
+class Seam(Generic[T]):
+    """An adapter's driver: its blocking side and its asyncio side, side by side behind
+    one interface `T` (the asyncio side's methods await the driver's coroutines with
+    `await_only`). `current()` is the side the calling code runs on: the asyncio one
+    under `greenlet_spawn` (made on first use on each loop: `PerLoop`), the blocking
+    one everywhere else. The only place an adapter's code tells the two apart."""
 
-    def __init__(self, backend: object) -> None:
-        self._backend = backend
-        native = getattr(backend, "asyncio_driver", False) and greenlet_installed()
-        self._spawn: Callable[..., Awaitable[Any]] = greenlet_spawn if native else asyncio.to_thread
+    def __init__(
+        self,
+        blocking: T,
+        asyncio: Callable[[], Awaitable[T]] | None = None,
+        close: Callable[[Any], Awaitable[object]] | None = None,
+    ) -> None:
+        self.blocking = blocking
+        self.asyncio = None if asyncio is None else PerLoop(asyncio, close or _nothing)
+        """Each running loop's asyncio side; None: the driver has no asyncio API."""
+
+    def current(self) -> T:
+        """The blocking side, or under `greenlet_spawn` the running loop's asyncio side."""
+        if self.asyncio is not None and in_asyncio():
+            return self.asyncio.get()
+        return self.blocking
+
+    def close(self) -> None:
+        """Close every loop's asyncio side (`PerLoop.close`); the blocking side is the
+        adapter's to close."""
+        if self.asyncio is not None:
+            self.asyncio.close()
+
+
+async def _nothing(_: object) -> None:
+    return None
+
+
+class InWorkerThread:
+    """A store without an asyncio driver, as code under `greenlet_spawn` calls it: each
+    method runs in a worker thread, awaited with `await_only`, so that the loop goes
+    on meanwhile (anywhere else, it is called as it is). The asyncio side of a store
+    that has none; other attributes pass through."""
+
+    def __init__(self, store: object) -> None:
+        self._store = store
 
     def __getattr__(self, name: str) -> Any:
-        """A method, awaited; any other attribute as it is."""
-        method = getattr(self._backend, name)
-        if not callable(method):
-            return method
+        attr = getattr(self._store, name)
+        if not callable(attr):
+            return attr
 
-        async def awaited(*args: Any, **kwargs: Any) -> Any:
-            return await self._spawn(method, *args, **kwargs)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if in_asyncio():
+                return await_only(asyncio.to_thread(attr, *args, **kwargs))
+            return attr(*args, **kwargs)
 
-        return awaited
+        return call
+
+
+def for_the_loop(store: S) -> S:
+    """The store as an operation on the event loop reaches it: itself when it awaits an
+    asyncio driver (`asyncio_driver`), else in a worker thread (`InWorkerThread`)."""
+    if getattr(store, "asyncio_driver", False):
+        return store
+    return cast(S, InWorkerThread(store))
 
 
 class Awaiting:
@@ -171,10 +213,6 @@ class PerLoop(Generic[T]):
         if ready.done():
             return ready.result()
         return await_only(asyncio.shield(ready))
-
-    async def aget(self) -> T:
-        """The running loop's object, for a coroutine."""
-        return await asyncio.shield(self._ready())
 
     @property
     def held(self) -> list[T]:

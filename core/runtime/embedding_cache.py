@@ -6,14 +6,14 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any, NamedTuple, cast
+from typing import cast
 
 import numpy as np
 
 from recallstack.core.batching import batched
 from recallstack.core.contracts.embedder import Embedder, Tokenized
 from recallstack.core.errors import BackendError, EmbeddingRefusedError
-from recallstack.core.runtime.calls import Steps, arun, call, run
+from recallstack.core.runtime.awaiting import await_only, in_asyncio
 from recallstack.core.vectors import Matrix
 
 
@@ -24,9 +24,12 @@ class CachedEmbedder:
     size allows; `calls` counts those calls. Refused inputs are not cached.
     """
 
-    def __init__(self, embedder: Embedder, size: int = 4096) -> None:
+    def __init__(self, embedder: Embedder, size: int = 4096, *, awaited: bool = False) -> None:
         self.embedder = embedder
         self.size = size
+        self.awaited = awaited
+        """Whether the model's `aembed` is awaited under `greenlet_spawn` (`AsyncMemory`'s
+        cache); a blocking memory's never asks where it runs."""
         self.calls = 0
         self._cache: OrderedDict[tuple[str, bytes], Matrix] = OrderedDict()
         self._lock = threading.Lock()
@@ -37,14 +40,10 @@ class CachedEmbedder:
     def embed(self, inputs: Sequence[str | Tokenized]) -> Matrix:
         """Vectors for the inputs; raises `EmbeddingRefusedError` (positions in `inputs`)
         when the embedder refused some, after caching the others. Inputs chunking
-        tokenized already (`Tokenized`) are embedded without tokenizing them again."""
-        return run(self._embed(inputs), _Model(self.embedder))
+        tokenized already (`Tokenized`) are embedded without tokenizing them again.
 
-    async def aembed(self, inputs: Sequence[str | Tokenized]) -> Matrix:
-        """`embed`, awaiting the embedder's `aembed`."""
-        return await arun(self._embed(inputs), _Model(_Awaited(self.embedder)))
-
-    def _embed(self, inputs: Sequence[str | Tokenized]) -> Steps[Matrix]:
+        On the event loop (`AsyncMemory`'s cache, core/runtime/awaiting.py) the
+        model's `aembed` is awaited instead, so that the loop goes on while it works."""
         keys = [self._key(i if isinstance(i, str) else i.text) for i in inputs]
         found: dict[tuple[str, bytes], Matrix] = {}
         with self._lock:
@@ -59,10 +58,7 @@ class CachedEmbedder:
             asked = [missing[k] for k in batch]
             try:
                 self.calls += 1
-                if tokenized:
-                    got = yield from call(Embedder.embed_tokenized, cast(list[Tokenized], asked))
-                else:
-                    got = yield from call(Embedder.embed, [_text(i) for i in asked])
+                got = self._model(asked, tokenized)
                 vectors = self._checked(len(batch), got)
             except EmbeddingRefusedError as exc:
                 vectors = self._checked(len(batch), exc.vectors)
@@ -82,6 +78,17 @@ class CachedEmbedder:
             raise EmbeddingRefusedError(positions, matrix)
         return matrix
 
+    def _model(self, inputs: list[str | Tokenized], tokenized: bool) -> Matrix:
+        """The model's vectors for a batch: its blocking call, or its awaited one."""
+        model = self.embedder
+        if not (self.awaited and in_asyncio()):
+            if tokenized:
+                return model.embed_tokenized(cast(list[Tokenized], inputs))
+            return model.embed([_text(i) for i in inputs])
+        if tokenized:
+            return await_only(model.aembed_tokenized(cast(list[Tokenized], inputs)))
+        return await_only(model.aembed([_text(i) for i in inputs]))
+
     def _checked(self, count: int, vectors: Matrix) -> Matrix:
         vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.shape != (count, self.embedder.dimension):
@@ -94,17 +101,3 @@ class CachedEmbedder:
 
 def _text(value: str | Tokenized) -> str:
     return value if isinstance(value, str) else value.text
-
-
-class _Model(NamedTuple):
-    """What `_embed`'s calls reach (`core/runtime/calls.py`): the model, blocking or awaited."""
-
-    embedder: Any
-
-
-class _Awaited:
-    """An embedder whose `embed` and `embed_tokenized` are its awaited ones, for `arun`."""
-
-    def __init__(self, embedder: Embedder) -> None:
-        self.embed = embedder.aembed
-        self.embed_tokenized = embedder.aembed_tokenized

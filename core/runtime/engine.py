@@ -1,34 +1,31 @@
 """The engine: one memory's configuration, backends and operations.
 
-`Memory` runs its operations blocking and `AsyncMemory` awaits the same ones;
+`Memory` calls its operations and `AsyncMemory` awaits the same ones (`arun`);
 both are thin facades over this object, and nothing else reaches into it.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, ParamSpec, TypeVar
 
 from recallstack.core.api.message_history import MessageHistory
 from recallstack.core.api.operations import Operations
-from recallstack.core.contracts.embedder import Embedder, Tokenized
+from recallstack.core.contracts.embedder import Embedder
 from recallstack.core.contracts.storage import Storage
 from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.errors import InvalidInputError
 from recallstack.core.recall import SemanticRecall
-from recallstack.core.runtime.awaiting import AwaitedBackend
-from recallstack.core.runtime.backends import Backends
-from recallstack.core.runtime.calls import Steps, arun, run
+from recallstack.core.runtime.awaiting import for_the_loop, greenlet_spawn
 from recallstack.core.runtime.config import MemoryConfig
 from recallstack.core.runtime.embedding_cache import CachedEmbedder
 from recallstack.core.runtime.registry import registry
-from recallstack.core.vectors import Matrix
 
+P = ParamSpec("P")
 R = TypeVar("R")
+S = TypeVar("S", Storage, VectorStore)
 
 DEFAULT_URL = "libsql:///local.db"
 STORAGE_ENV, VECTOR_ENV, EMBEDDER_ENV = (
@@ -47,27 +44,9 @@ def backends_from_env() -> tuple[str | None, str | None, str | None]:
     return storage, vector, embedder
 
 
-class AwaitedBackends(NamedTuple):
-    """`Backends` whose calls are awaited (`AwaitedBackend`; the embedder's `aembed`)."""
-
-    storage: AwaitedBackend
-    vector_store: AwaitedBackend | None
-    cached_embedder: AwaitedEmbedder | None
-
-
-@dataclass(frozen=True)
-class AwaitedEmbedder:
-    """The embedding cache, whose `embed` is its `aembed`."""
-
-    cache: CachedEmbedder
-
-    async def embed(self, inputs: Sequence[str | Tokenized]) -> Matrix:
-        return await self.cache.aembed(inputs)
-
-
 class Engine:
     """Opens the backends a memory is given as URLs (and closes only those), builds the
-    processors over them, and runs operations blocking (`run`) or awaited (`arun`)."""
+    processors and operations over them, and awaits operations (`arun`)."""
 
     def __init__(
         self,
@@ -76,7 +55,12 @@ class Engine:
         embedder: Embedder | str | None,
         options: MemoryConfig | Mapping[str, Any] | None,
         logger: logging.Logger | None,
+        *,
+        on_the_loop: bool = False,
     ) -> None:
+        self.on_the_loop = on_the_loop
+        """Whether the operations run on the event loop (`AsyncMemory`): the processors
+        then reach each store as `for_the_loop` gives it."""
         self.config = MemoryConfig.model_validate(options or {})
         self.opened: list[Storage | VectorStore] = []
         """What this memory opened from URLs, and so closes; never what the caller passed."""
@@ -87,10 +71,8 @@ class Engine:
         except BaseException:
             self.close()
             raise
-        self.backends = Backends(
-            self.storage, self.vector, self.semantic.embedder if self.semantic else None
-        )
-        self.operations = Operations(self.config, self.history, self.semantic, self.vector)
+        vector = self._reach(self.vector) if self.vector is not None else None
+        self.operations = Operations(self.config, self.history, self.semantic, vector)
 
     def _build(
         self,
@@ -106,7 +88,7 @@ class Engine:
         else:
             self.storage = registry().storage(storage or DEFAULT_URL)
             self.opened.append(self.storage)
-        self.history = MessageHistory(storage=self.storage, config=self.config)
+        self.history = MessageHistory(storage=self._reach(self.storage), config=self.config)
         self.semantic: SemanticRecall | None = None
         self.vector: VectorStore | None = None
         """The vector store; without an embedder, the one given (or the default, beside
@@ -125,9 +107,9 @@ class Engine:
         model = embedder if isinstance(embedder, Embedder) else self.built
         assert model is not None
         self.semantic = SemanticRecall(
-            storage=self.storage,
-            vector=self.vector,
-            embedder=model,
+            storage=self._reach(self.storage),
+            vector=self._reach(self.vector),
+            embedder=CachedEmbedder(model, awaited=self.on_the_loop),
             config=self.config,
             logger=logger,
         )
@@ -137,22 +119,14 @@ class Engine:
         """The model, when this memory has semantic recall."""
         return self.semantic.embedder.embedder if self.semantic is not None else None
 
-    def run(self, steps: Steps[R]) -> R:
-        """An operation, on the blocking backends."""
-        return run(steps, self.backends)
+    def _reach(self, store: S) -> S:
+        """A store as the processors and operations reach it."""
+        return for_the_loop(store) if self.on_the_loop else store
 
-    @functools.cached_property
-    def awaited(self) -> AwaitedBackends:
-        """The backends, awaited: made on first use, which only `AsyncMemory` makes."""
-        return AwaitedBackends(
-            AwaitedBackend(self.storage),
-            AwaitedBackend(self.vector) if self.vector is not None else None,
-            AwaitedEmbedder(self.semantic.embedder) if self.semantic else None,
-        )
-
-    async def arun(self, steps: Steps[R]) -> R:
-        """An operation, awaited: each store on the loop or in a worker thread."""
-        return await arun(steps, self.awaited)
+    async def arun(self, operation: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+        """An operation (a method of `operations` or of a processor), awaited: run on the
+        event loop (core/runtime/awaiting.py)."""
+        return await greenlet_spawn(operation, *args, **kwargs)
 
     def close(self) -> None:
         """Close what this memory opened and built (not what was passed in); idempotent."""
@@ -167,7 +141,7 @@ class Engine:
         """`close`, each store's close awaited as its other calls are."""
         opened, self.opened = self.opened, []
         for store in reversed(opened):
-            await AwaitedBackend(store).close()
+            await greenlet_spawn(for_the_loop(store).close)
         built, self.built = self.built, None
         if built is not None:  # both of its clients
             await built.aclose()
