@@ -78,7 +78,8 @@ def typecheck(session: nox.Session) -> None:
     `local`: torch and sentence-transformers are read as untyped (pyproject.toml), which
     saves installing them here."""
     backends = "libsql,pg-server,qdrant,chroma,mongomock,pinecone"
-    extras = f"conformance,{backends},openai,{','.join(i.replace('_', '-') for i in INTEGRATIONS)}"
+    integrations = ",".join(i.replace("_", "-") for i in INTEGRATIONS)
+    extras = f"conformance,{backends},openai,server,{integrations}"
     session.install(f".[{extras}]", "mypy>=1.10", "types-greenlet")
     python = os.path.join(session.virtualenv.bin, "python")
     session.run("mypy", "-p", "recallstack", "--python-executable", python)
@@ -96,7 +97,9 @@ def install_torch(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """The unit tests: core, memory, embedders (the real local model), demo and CLI."""
     install_torch(session)
-    session.install("-e", ".[dev,libsql,pg-server,qdrant,chroma,mongomock,pinecone,local,openai]")
+    session.install(
+        "-e", ".[dev,libsql,pg-server,qdrant,chroma,mongomock,pinecone,local,openai,server]"
+    )
     junit = f"--junitxml={REPORTS / 'junit-tests.xml'}"
     # -n auto: pytest-xdist, one worker per core; then the timing-sensitive ones alone
     skip = "--ignore=tests/integrations"  # each runs in its own session, with its framework

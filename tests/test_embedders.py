@@ -667,8 +667,11 @@ def test_a_memory_closes_the_clients_of_an_embedder_it_built(
             assert m.semantic is not None
             embedder = m.semantic.embedder.embedder
             assert isinstance(embedder, OpenAIEmbedder)
-            (made,) = embedder._async_clients.held  # this loop's
+            assert embedder.http.asyncio is not None
+            (made,) = embedder.http.asyncio.held  # this loop's
             return embedder, made
 
     built, made = asyncio.run(main())
-    assert made.is_closed and built._async_clients.held == [] and built.http.blocking.is_closed
+    assert built.http.asyncio is not None
+    assert made._target.is_closed and built.http.asyncio.held == []
+    assert built.http.blocking.is_closed

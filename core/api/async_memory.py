@@ -145,6 +145,10 @@ class AsyncMemory:
 
     # ---- messages ----------------------------------------------------------------
 
+    async def get_messages(self, ids: Sequence[str]) -> list[Message]:
+        """`Memory.get_messages`."""
+        return await self._engine.arun(self._engine.operations.get_messages, ids)
+
     async def save_messages(
         self,
         messages: Sequence[Message],

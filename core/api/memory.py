@@ -135,6 +135,11 @@ class Memory:
 
     # ---- messages ----------------------------------------------------------------
 
+    def get_messages(self, ids: Sequence[str]) -> list[Message]:
+        """The stored messages with these ids (those that exist), ordered by
+        (created_at, id); each names its `resource_id`."""
+        return self._engine.operations.get_messages(ids)
+
     def save_messages(
         self,
         messages: Sequence[Message],

@@ -215,6 +215,9 @@ class Operations:
 
     # ---- messages ----------------------------------------------------------------
 
+    def get_messages(self, ids: Sequence[str]) -> list[Message]:
+        return self.storage.get_messages(ids)
+
     def save_messages(
         self,
         messages: Sequence[Message],

@@ -566,6 +566,70 @@ def _describe(backend: Backend[Any]) -> dict[str, Any]:
 
 
 @main.command()
+@memory_options
+@click.option("--host", default="127.0.0.1", show_default=True, help="The address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--keys",
+    "keys_file",
+    type=click.Path(exists=True, dir_okay=False),
+    help='API keys: a JSON file {"key": "resource_id"} (else RECALLSTACK_API_KEYS).',
+)
+@click.option("--no-auth", is_flag=True, help="No keys: every request acts for --resource.")
+@click.option("--resource", "resource_id", callback=an_id, help="The resource under --no-auth.")
+def serve(
+    stores: Stores,
+    host: str,
+    port: int,
+    keys_file: str | None,
+    no_auth: bool,
+    resource_id: str | None,
+) -> None:
+    """Serve the memory over HTTP: a JSON API under /v1, its OpenAPI at /openapi.json
+    (docs/server.md). Each API key acts for one resource."""
+    from recallstack.core.errors import InvalidInputError
+
+    try:
+        import uvicorn
+
+        from recallstack.server.app import create_app
+        from recallstack.server.keys import Keys
+    except ImportError:
+        extra = 'pip install "recallstack[server]"'
+        raise click.UsageError(f"serve needs the server extra: {extra}") from None
+    if no_auth:
+        if keys_file is not None or resource_id is None:
+            raise click.UsageError("--no-auth takes one --resource, and no --keys")
+        if host not in ("127.0.0.1", "::1", "localhost"):
+            raise click.UsageError("--no-auth serves this machine only: --host 127.0.0.1")
+    elif resource_id is not None:
+        raise click.UsageError("--resource goes with --no-auth; with keys, each key names one")
+    try:
+        keys = Keys.from_file(keys_file) if keys_file else None if no_auth else Keys.from_env()
+    except InvalidInputError as exc:
+        raise click.UsageError(one_line(exc)) from None
+    if keys is None and not no_auth:
+        raise click.UsageError(
+            "serve needs API keys: --keys FILE or RECALLSTACK_API_KEYS "
+            "(or --no-auth --resource ID, for this machine only)"
+        )
+    memory = open_async_memory(stores)
+    app = create_app(memory, keys=keys, resource=resource_id, owns_memory=True)
+    uvicorn.run(app, host=host, port=port, log_level="info")
+
+
+def open_async_memory(stores: Stores) -> Any:
+    """An AsyncMemory on the stores, refused as `open_memory` refuses."""
+    from recallstack.core.api.async_memory import AsyncMemory
+    from recallstack.core.errors import InvalidInputError, UnknownBackendError
+
+    try:
+        return AsyncMemory(*stores, {"semantic_recall": True})
+    except (InvalidInputError, UnknownBackendError) as exc:
+        raise click.UsageError(one_line(exc)) from None
+
+
+@main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def backends(as_json: bool) -> None:
     """List the registered backends, their URL schemes and capabilities."""
