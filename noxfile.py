@@ -235,6 +235,16 @@ def reliability(session: nox.Session) -> None:
         session.run("python", "bench/reliability.py", *args)
 
 
+@nox.session(python=PYTHON)
+def serve(session: nox.Session) -> None:
+    """bench/serve.py: `recallstack serve` under concurrent clients beside the Python API,
+    on LibSQL and Postgres; fails if a message is lost. CI runs a small size."""
+    session.install(".[libsql,pg-server,server]", "httpx")
+    given = session.posargs or ["--clients", "50", "--requests", "500"]
+    for backend in ("libsql", "pg"):
+        session.run("python", "bench/serve.py", "--backend", backend, *given)
+
+
 @nox.session(python=PYTHON, default=False)
 def peers(session: nox.Session) -> None:
     """bench/peers.py: recallstack, mem0 and LangChain on the same LoCoMo turns and model,

@@ -1,2 +1,3 @@
-"""recallstack over HTTP: a versioned JSON API (`app.py`) for agents in any language, each
-API key bound to one resource (`keys.py`). Run it with `recallstack serve` (docs/server.md)."""
+"""recallstack over HTTP: a versioned JSON API (`app.py`) for agents in any language, and an
+MCP server (`mcp_server.py`) for assistants, each API key bound to one resource (`keys.py`).
+Run them with `recallstack serve` and `recallstack mcp` (docs/server.md)."""

@@ -43,6 +43,7 @@ from recallstack.core.inputs import Document, Id, Text, check_id
 from recallstack.core.messages import Message, Part, Role
 from recallstack.core.records import Page, Thread
 from recallstack.server.keys import Keys
+from recallstack.server.mcp_server import McpEndpoint, Running
 
 MAX_BODY = 1_048_576
 """Bytes a request body may hold, unless `create_app` is told otherwise."""
@@ -136,17 +137,23 @@ def create_app(
     resource: str | None = None,
     max_body: int = MAX_BODY,
     owns_memory: bool = False,
+    host: str = "127.0.0.1",
 ) -> FastAPI:
-    """The API over `memory`: with `keys`, each request acts for its key's resource; without,
-    every request acts for `resource` (local use only). `owns_memory`: close it on shutdown."""
+    """The API over `memory`, and its MCP server at `/mcp`: with `keys`, each request acts
+    for its key's resource; without, every request acts for `resource` (local use only).
+    `owns_memory`: close it on shutdown. `host`: where it listens (on a loopback address,
+    `/mcp` refuses other Host headers, against DNS rebinding)."""
     if (keys is None) == (resource is None):
         raise InvalidInputError("the server needs API keys, or (without them) one resource")
     if resource is not None:
         check_id(resource, "resource")
 
+    mcp = Running(memory, host)
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        yield
+        async with mcp.running():
+            yield
         if owns_memory:
             await memory.aclose()
 
@@ -161,6 +168,7 @@ def create_app(
         responses=errors,
         dependencies=[Depends(known_parameters)],
     )
+    app.add_middleware(McpEndpoint, mcp=mcp, keys=keys, resource=resource)
     app.add_middleware(BodyLimit, max_body=max_body)
     bearer = HTTPBearer(auto_error=False, description="An API key, bound to one resource.")
 

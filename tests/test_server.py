@@ -7,10 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,55 +19,18 @@ import schemathesis
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
+from served import ADA, BOB, KEYS, bearer, serving
 
 from recallstack import AsyncMemory
 from recallstack.core.errors import InvalidInputError
 from recallstack.server.app import MAX_BATCH, create_app
 from recallstack.server.keys import Keys
 
-ADA, BOB = "ada-key-0123456789abcdef", "bob-key-0123456789abcdef"
-KEYS = {ADA: "ada", BOB: "bob"}
-
-
-def bearer(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[str]:
-    """`recallstack serve` started as users start it, on a free port, with a keys file."""
-    keys = tmp_path / "keys.json"
-    keys.write_text(json.dumps(KEYS))
-    port = free_port()
-    command = [sys.executable, "-m", "recallstack", "serve", "--db", str(tmp_path / "m.db")]
-    command += ["--embedder", "hash/64", "--keys", str(keys), "--port", str(port)]
-    log = (tmp_path / "server.log").open("w")
-    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/v1/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert server.poll() is None, (tmp_path / "server.log").read_text()
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.2)
+    with serving(tmp_path) as url:
         yield url
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-        log.close()
-    assert ADA not in (tmp_path / "server.log").read_text()  # keys are never logged
 
 
 def test_two_keys_over_real_http_see_only_their_own_memory(served: str) -> None:

@@ -614,8 +614,35 @@ def serve(
             "(or --no-auth --resource ID, for this machine only)"
         )
     memory = open_async_memory(stores)
-    app = create_app(memory, keys=keys, resource=resource_id, owns_memory=True)
+    app = create_app(memory, keys=keys, resource=resource_id, owns_memory=True, host=host)
     uvicorn.run(app, host=host, port=port, log_level="info")
+
+
+@main.command()
+@memory_options
+@click.option(
+    "--resource", "resource_id", callback=an_id, required=True, help="The resource it acts for."
+)
+def mcp(stores: Stores, resource_id: str) -> None:
+    """Serve the memory to an MCP client over stdio, for one resource (docs/server.md).
+    Over HTTP, `serve` has it at /mcp behind the API keys."""
+    import asyncio
+
+    try:
+        from recallstack.server.mcp_server import CALLER, create_mcp
+    except ImportError:
+        extra = 'pip install "recallstack[server]"'
+        raise click.UsageError(f"mcp needs the server extra: {extra}") from None
+    memory = open_async_memory(stores)
+
+    async def run() -> None:
+        CALLER.set(resource_id)
+        try:
+            await create_mcp(memory).run_stdio_async()
+        finally:
+            await memory.aclose()
+
+    asyncio.run(run())
 
 
 def open_async_memory(stores: Stores) -> Any:
