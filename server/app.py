@@ -21,7 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, StrictInt
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -68,6 +68,9 @@ class Refused(Exception):
 
 
 class Body(BaseModel):
+    """A request body: unknown fields refused, and numbers only where numbers go (JSON's
+    `true` is not 1)."""
+
     model_config = ConfigDict(extra="forbid")
 
 
@@ -79,13 +82,23 @@ class NewThread(Body):
     metadata: Document | None = None
 
 
+def iso_8601(value: Any) -> datetime:
+    """A time as the API takes it: ISO 8601 text (a number is not read as a timestamp)."""
+    if not isinstance(value, str):
+        raise ValueError("a date and time as ISO 8601 text")
+    return datetime.fromisoformat(value)
+
+
+Time = Annotated[datetime, BeforeValidator(iso_8601)]
+
+
 class NewMessage(Body):
     """A message to save in the thread the URL names."""
 
     id: Id | None = Field(default=None, description="Its id; a new UUID if left out.")
     role: Role
     content: Text | list[Part]
-    created_at: datetime | None = None
+    created_at: Time | None = None
     metadata: Document | None = None
 
 
@@ -98,8 +111,8 @@ class RecallRequest(Body):
 
     thread_id: Id
     query: str | None = Field(default=None, description="What to recall; none: the page only.")
-    per_page: int | None = Field(default=None, ge=0, le=MAX_PAGE)
-    page: int = Field(default=0, ge=0)
+    per_page: StrictInt | None = Field(default=None, ge=0, le=MAX_PAGE)
+    page: StrictInt = Field(default=0, ge=0)
     options: dict[str, Any] | None = Field(
         default=None, description="This call's memory options, as `thread_config` in Python."
     )
@@ -109,9 +122,9 @@ class SearchRequest(Body):
     """`Memory.search`: the caller's memory, without a thread."""
 
     query: str
-    top_k: int | None = Field(default=None, ge=1, le=MAX_PAGE)
+    top_k: StrictInt | None = Field(default=None, ge=1, le=MAX_PAGE)
     filter: dict[str, Any] | None = None
-    threshold: float | None = None
+    threshold: Annotated[float, Strict()] | None = None
     thread_id: Id | None = None
 
 
