@@ -51,6 +51,7 @@ nox.options.sessions = [
     "conformance",
     *(f"integration-{name.replace('_', '-')}" for name in INTEGRATIONS),
     "reliability",
+    "serve",
 ]
 nox.options.error_on_missing_interpreters = True
 nox.options.default_venv_backend = "uv|virtualenv"
