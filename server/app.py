@@ -43,14 +43,9 @@ from recallstack.core.inputs import Document, Id, Text, check_id
 from recallstack.core.messages import Message, Part, Role
 from recallstack.core.records import Page, Thread
 from recallstack.server.keys import Keys
+from recallstack.server.limits import MAX_BATCH, MAX_BODY, MAX_PAGE
 from recallstack.server.mcp_server import McpEndpoint, Running
-
-MAX_BODY = 1_048_576
-"""Bytes a request body may hold, unless `create_app` is told otherwise."""
-MAX_BATCH = 1_000
-"""Messages one save may carry."""
-MAX_PAGE = 1_000
-"""Items one page may hold."""
+from recallstack.server.ownership import own_message, own_thread
 
 log = logging.getLogger("recallstack.server")
 
@@ -199,13 +194,6 @@ def create_app(
 
     Caller = Annotated[str, Depends(caller)]
 
-    async def owned(thread_id: str, resource_id: str) -> Thread:
-        check_id(thread_id, "thread_id")
-        thread = await memory.get_thread(thread_id)
-        if thread is None or thread.resource_id != resource_id:
-            raise NotFoundError(f"no thread {thread_id!r}")
-        return thread
-
     @app.get("/v1/health", tags=["health"])
     async def health() -> Health:
         """Whether the server answers; no key needed."""
@@ -231,19 +219,19 @@ def create_app(
 
     @app.get("/v1/threads/{thread_id}", tags=["threads"])
     async def get_thread(thread_id: str, resource_id: Caller) -> Thread:
-        return await owned(thread_id, resource_id)
+        return await own_thread(memory, resource_id, thread_id)
 
     @app.delete("/v1/threads/{thread_id}", status_code=204, tags=["threads"])
     async def delete_thread(thread_id: str, resource_id: Caller) -> Response:
         """Delete a thread, its messages and their vectors."""
-        await owned(thread_id, resource_id)
+        await own_thread(memory, resource_id, thread_id)
         await memory.delete_thread(thread_id)
         return Response(status_code=204)
 
     @app.post("/v1/threads/{thread_id}/messages", tags=["messages"])
     async def save_messages(thread_id: str, body: NewMessages, resource_id: Caller) -> SaveResult:
         """Save a batch of messages in the thread, and index them for recall."""
-        await owned(thread_id, resource_id)
+        await own_thread(memory, resource_id, thread_id)
         messages = [
             Message(
                 thread_id=thread_id,
@@ -266,7 +254,7 @@ def create_app(
         per_page: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
     ) -> Page[Message]:
         """A page of the thread's messages, page 0 the newest, each page chronological."""
-        await owned(thread_id, resource_id)
+        await own_thread(memory, resource_id, thread_id)
         found = await memory.recall(thread_id, resource_id, per_page=per_page, page=page)
         return Page(
             items=found.messages,
@@ -279,10 +267,7 @@ def create_app(
     @app.delete("/v1/messages/{message_id}", status_code=204, tags=["messages"])
     async def delete_message(message_id: str, resource_id: Caller) -> Response:
         """Delete a message and its vectors."""
-        check_id(message_id, "message_id")
-        found = await memory.get_messages([message_id])
-        if not found or found[0].resource_id != resource_id:
-            raise NotFoundError(f"no message {message_id!r}")
+        await own_message(memory, resource_id, message_id)
         await memory.delete_messages([message_id])
         return Response(status_code=204)
 
@@ -290,7 +275,7 @@ def create_app(
     async def recall(body: RecallRequest, resource_id: Caller) -> RecallResult:
         """The thread's newest messages, the messages the query recalls with their
         neighbours, and `context`: what to hand the model."""
-        await owned(body.thread_id, resource_id)
+        await own_thread(memory, resource_id, body.thread_id)
         return await memory.recall(
             body.thread_id,
             resource_id,

@@ -28,14 +28,12 @@ from recallstack.core.api.async_memory import AsyncMemory
 from recallstack.core.errors import BackendError, NotFoundError, RecallstackError
 from recallstack.core.inputs import check_id
 from recallstack.core.messages import Message
-from recallstack.core.records import Thread
 from recallstack.server.keys import Keys
+from recallstack.server.limits import MAX_BATCH, MAX_PAGE
+from recallstack.server.ownership import own_message, own_thread
 
 CALLER: ContextVar[str] = ContextVar("recallstack_caller")
 """The resource the current tool call acts for."""
-
-MAX_BATCH = 1_000
-"""Messages one `remember` may carry, as one save over HTTP."""
 
 INSTRUCTIONS = """\
 Long-term memory of past conversations with this user. Use `recall` at the start of a turn
@@ -133,17 +131,6 @@ def create_mcp(memory: AsyncMemory) -> MCPServer:
         "recallstack", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
     )
 
-    async def owned(thread_id: str) -> Thread | None:
-        check_id(thread_id, "thread_id")
-        thread = await memory.get_thread(thread_id)
-        return thread if thread is not None and thread.resource_id == CALLER.get() else None
-
-    async def existing(thread_id: str) -> Thread:
-        thread = await owned(thread_id)
-        if thread is None:
-            raise NotFoundError(f"no thread {thread_id!r}")
-        return thread
-
     @server.tool(annotations=ToolAnnotations(destructive_hint=False))
     @reported
     async def remember(
@@ -158,10 +145,11 @@ def create_mcp(memory: AsyncMemory) -> MCPServer:
             Message(thread_id=thread_id, resource_id=CALLER.get(), role=m.role, content=m.content)
             for m in messages
         ]  # checked before anything is written
-        if await owned(thread_id) is None:
-            if await memory.get_thread(thread_id) is not None:  # another resource's
-                raise ToolError(f"the thread id {thread_id!r} is taken; choose another")
+        thread = await memory.get_thread(thread_id)
+        if thread is None:
             await memory.create_thread(CALLER.get(), thread_id=thread_id, title=title)
+        elif thread.resource_id != CALLER.get():
+            raise ToolError(f"the thread id {thread_id!r} is taken; choose another")
         saved = await memory.save_messages(said_now)
         return Remembered(
             thread_id=thread_id,
@@ -184,7 +172,9 @@ def create_mcp(memory: AsyncMemory) -> MCPServer:
         """Recall the past messages most relevant to `query`, each with the messages around
         it, and the thread's newest messages. Use it before answering when earlier
         conversations may hold what the user refers to."""
-        if await owned(thread_id) is None:
+        try:
+            await own_thread(memory, CALLER.get(), thread_id)
+        except NotFoundError:  # nothing to recall: a missing thread, or another resource's
             return Recalled(recalled=[], recent=[])
         options: dict[str, Any] = {"semantic_recall": {"top_k": top_k, "scope": scope}}
         found = await memory.recall(
@@ -213,7 +203,7 @@ def create_mcp(memory: AsyncMemory) -> MCPServer:
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     @reported
     async def list_threads(
-        page: int = Field(default=0, ge=0), per_page: int = Field(default=50, ge=1, le=1000)
+        page: int = Field(default=0, ge=0), per_page: int = Field(default=50, ge=1, le=MAX_PAGE)
     ) -> list[ThreadInfo]:
         """This user's conversations, newest first."""
         found = await memory.list_threads(CALLER.get(), page=page, per_page=per_page)
@@ -227,10 +217,10 @@ def create_mcp(memory: AsyncMemory) -> MCPServer:
     async def read_thread(
         thread_id: str,
         page: int = Field(default=0, ge=0, description="0: the newest messages."),
-        per_page: int = Field(default=50, ge=1, le=1000),
+        per_page: int = Field(default=50, ge=1, le=MAX_PAGE),
     ) -> list[Line]:
         """A page of a conversation's messages, chronological; page 0 is the newest."""
-        await existing(thread_id)
+        await own_thread(memory, CALLER.get(), thread_id)
         found = await memory.recall(thread_id, CALLER.get(), per_page=per_page, page=page)
         return [as_line(m) for m in found.messages]
 
@@ -244,14 +234,11 @@ def create_mcp(memory: AsyncMemory) -> MCPServer:
         if (thread_id is None) == (message_id is None):
             raise ToolError("give thread_id or message_id, not both and not neither")
         if thread_id is not None:
-            await existing(thread_id)
+            await own_thread(memory, CALLER.get(), thread_id)
             await memory.delete_thread(thread_id)
             return Forgotten(deleted=thread_id)
         assert message_id is not None
-        check_id(message_id, "message_id")
-        found = await memory.get_messages([message_id])
-        if not found or found[0].resource_id != CALLER.get():
-            raise NotFoundError(f"no message {message_id!r}")
+        await own_message(memory, CALLER.get(), message_id)
         await memory.delete_messages([message_id])
         return Forgotten(deleted=message_id)
 

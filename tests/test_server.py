@@ -23,8 +23,9 @@ from served import ADA, BOB, KEYS, bearer, serving
 
 from recallstack import AsyncMemory
 from recallstack.core.errors import InvalidInputError
-from recallstack.server.app import MAX_BATCH, create_app
+from recallstack.server.app import create_app
 from recallstack.server.keys import Keys
+from recallstack.server.limits import MAX_BATCH
 
 
 @pytest.fixture
