@@ -52,6 +52,7 @@ nox.options.sessions = [
     *(f"integration-{name.replace('_', '-')}" for name in INTEGRATIONS),
     "reliability",
     "serve",
+    "inspector",
 ]
 nox.options.error_on_missing_interpreters = True
 nox.options.default_venv_backend = "uv|virtualenv"
@@ -80,7 +81,7 @@ def typecheck(session: nox.Session) -> None:
     saves installing them here."""
     backends = "libsql,pg-server,qdrant,chroma,mongomock,pinecone"
     integrations = ",".join(i.replace("_", "-") for i in INTEGRATIONS)
-    extras = f"conformance,{backends},openai,server,{integrations}"
+    extras = f"conformance,{backends},openai,server,otel,{integrations}"
     session.install(f".[{extras}]", "mypy>=1.10", "types-greenlet")
     python = os.path.join(session.virtualenv.bin, "python")
     session.run("mypy", "-p", "recallstack", "--python-executable", python)
@@ -103,10 +104,11 @@ def tests(session: nox.Session) -> None:
     )
     junit = f"--junitxml={REPORTS / 'junit-tests.xml'}"
     # -n auto: pytest-xdist, one worker per core; then the timing-sensitive ones alone
-    skip = "--ignore=tests/integrations"  # each runs in its own session, with its framework
-    session.run("pytest", "-n", "auto", "-m", "not alone", skip, junit, *session.posargs)
+    # each integration runs in its own session, with its framework; the browser test too
+    skip = ["--ignore=tests/integrations", "--ignore=tests/browser"]
+    session.run("pytest", "-n", "auto", "-m", "not alone", *skip, junit, *session.posargs)
     alone = f"--junitxml={REPORTS / 'junit-tests-alone.xml'}"
-    session.run("pytest", "-m", "alone", skip, alone, *session.posargs)
+    session.run("pytest", "-m", "alone", *skip, alone, *session.posargs)
 
 
 def _conformance(name: str, extra: str | None) -> None:
@@ -244,6 +246,17 @@ def serve(session: nox.Session) -> None:
     given = session.posargs or ["--clients", "50", "--requests", "500"]
     for backend in ("libsql", "pg"):
         session.run("python", "bench/serve.py", "--backend", backend, *given)
+
+
+@nox.session(python=PYTHON)
+def inspector(session: nox.Session) -> None:
+    """The memory inspector in a real browser (tests/browser/): Debian's Chromium, which
+    `.ci/run` installs, driven by Playwright (no browser download), against `recallstack
+    serve` on the demo's data and model; the screenshot goes to reports/inspector.png."""
+    install_torch(session)
+    session.install(".[libsql,server,local]", "playwright>=1.40", "pytest>=8", "httpx")
+    junit = f"--junitxml={REPORTS / 'junit-inspector.xml'}"
+    session.run("pytest", "tests/browser", junit, *session.posargs)
 
 
 @nox.session(python=PYTHON, default=False)

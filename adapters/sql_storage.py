@@ -296,6 +296,14 @@ class SqlStorage(Storage):
         )
         return [d.message(r) for r in rows]
 
+    def _records_of(self, message_ids: list[str], index_name: str) -> set[str]:
+        rows = self._query(
+            "SELECT message_id FROM recallstack_message_index "
+            "WHERE index_name = ? AND message_id IN (SELECT value FROM {ids})",
+            (index_name, self.dialect.ids_value(message_ids)),
+        )
+        return {r[0] for r in rows}
+
     def _count_unindexed(self, index_name: str) -> int:
         ((count,),) = self._query(f"SELECT count(*) {UNINDEXED}", (index_name,))
         return int(count)

@@ -29,6 +29,7 @@ from starlette.types import Message as AsgiMessage
 
 from recallstack import __version__
 from recallstack.core.api.async_memory import AsyncMemory
+from recallstack.core.api.doctor import State
 from recallstack.core.api.operations import RecallResult, SaveResult, SearchHit
 from recallstack.core.errors import (
     BackendError,
@@ -42,6 +43,7 @@ from recallstack.core.errors import (
 from recallstack.core.inputs import Document, Id, Text, check_id
 from recallstack.core.messages import Message, Part, Role
 from recallstack.core.records import Page, Thread
+from recallstack.server.inspector import add_inspector
 from recallstack.server.keys import Keys
 from recallstack.server.limits import MAX_BATCH, MAX_BODY, MAX_PAGE
 from recallstack.server.mcp_server import McpEndpoint, Running
@@ -121,6 +123,15 @@ class SearchRequest(Body):
     filter: dict[str, Any] | None = None
     threshold: Annotated[float, Strict()] | None = None
     thread_id: Id | None = None
+
+
+class IndexStates(BaseModel):
+    """Where each message of a page stands in each index (`Memory.index_states`)."""
+
+    indexes: list[str]
+    messages: dict[str, dict[str, State]] = Field(
+        description="Message id → index → `indexed`, `not indexed`, `stale` or `not embedded`."
+    )
 
 
 class Health(BaseModel):
@@ -264,6 +275,21 @@ def create_app(
             has_more=found.has_more,
         )
 
+    @app.get("/v1/threads/{thread_id}/index-states", tags=["messages"])
+    async def index_states(
+        thread_id: str,
+        resource_id: Caller,
+        page: Annotated[int, Query(ge=0)] = 0,
+        per_page: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+    ) -> IndexStates:
+        """Whether each message of a page (as `GET .../messages` pages them) has current
+        vectors in each index, as `recallstack doctor` judges them."""
+        await own_thread(memory, resource_id, thread_id)
+        found = await memory.recall(thread_id, resource_id, per_page=per_page, page=page)
+        states = await memory.index_states(found.messages)
+        by_message = {m.id: {name: states[name][m.id] for name in states} for m in found.messages}
+        return IndexStates(indexes=list(states), messages=by_message)
+
     @app.delete("/v1/messages/{message_id}", status_code=204, tags=["messages"])
     async def delete_message(message_id: str, resource_id: Caller) -> Response:
         """Delete a message and its vectors."""
@@ -297,6 +323,7 @@ def create_app(
             thread_id=body.thread_id,
         )
 
+    add_inspector(app)
     for kind, handler in HANDLERS.items():
         app.add_exception_handler(kind, handler)
     return app

@@ -159,3 +159,60 @@ def test_a_delete_in_another_process_without_an_embedder_leaves_nothing_stale(
         assert memory.reindex().indexed == 1  # m003, whose context was m002
         checkup = memory.doctor()
         assert checkup.ok and not any(checkup.unindexed.values())
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_index_states_agree_with_the_doctor_through_a_message_lifecycle(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """`Memory.index_states`, which the inspector shows: each state follows its message
+    through a save, a system message, a write around recallstack, a delete and a repair,
+    and its `stale` messages are the doctor's."""
+    storage, vector = make_backends(kind, request, tmp_path)
+    options = CONTEXT if storage.keyword_search else PLAIN
+    with Memory(storage, vector, HashEmbedder(16), options) as memory:
+        seed(memory, 6)
+        assert memory.semantic is not None
+        names = sorted(memory.semantic.own_index_names())
+        system = Message(id="s", thread_id="t", role="system", content="be brief", created_at=T0)
+        memory.save_messages([system])
+        page = memory.storage.list_messages("t").items
+        states = memory.index_states(page)
+        assert sorted(states) == names
+        for name in names:
+            assert states[name].pop("s") == "not embedded"
+            assert set(states[name].values()) == {"indexed"}
+
+        (edited,) = memory.storage.get_messages(["m002"])  # edited around recallstack
+        memory.storage.save_messages([edited.model_copy(update={"content": "other"})])
+        memory.storage.delete_messages(["m004"])  # its vectors stay: not in any page
+        page = memory.storage.list_messages("t").items
+        states = memory.index_states(page)
+        found = memory.doctor()
+        for name in names:
+            stale = sorted(i for i, s in states[name].items() if s == "stale")
+            assert stale == sorted(found.stale.get(name, []))
+            assert states[name]["m002"] == "not indexed"  # its save cleared its records
+        context = memory.semantic.context_index_name()
+        if context is not None:  # m003's contextual vector holds m002's old text
+            assert states[context]["m003"] == "stale"
+
+        memory.doctor(repair=True)
+        states = memory.index_states(memory.storage.list_messages("t").items)
+        for name in names:
+            assert {s for i, s in states[name].items() if i != "s"} == {"indexed"}
+
+
+def test_a_message_saved_without_recall_is_not_indexed_until_reindex(tmp_path: Path) -> None:
+    url = f"libsql:///{tmp_path / 'm.db'}"
+    with Memory(url, url, HashEmbedder(16), PLAIN) as memory:
+        seed(memory, 2)
+    with Memory(url, url, HashEmbedder(16), {"semantic_recall": False}) as quiet:
+        quiet.save_messages([Message(id="late", thread_id="t", role="user", content="later")])
+    with Memory(url, url, HashEmbedder(16), PLAIN) as memory:
+        (late,) = memory.get_messages(["late"])
+        (states,) = memory.index_states([late]).values()
+        assert states == {"late": "not indexed"}
+        memory.reindex()
+        (states,) = memory.index_states([late]).values()
+        assert states == {"late": "indexed"}

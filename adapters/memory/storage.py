@@ -192,6 +192,10 @@ class InMemoryStorage(Storage):
             ]
         return sorted(missing, key=lambda m: m.sort_key)[:limit]
 
+    def _records_of(self, message_ids: list[str], index_name: str) -> set[str]:
+        with self._lock:
+            return {i for i in message_ids if index_name in self._indexed.get(i, ())}
+
     def _count_unindexed(self, index_name: str) -> int:
         with self._lock:
             return sum(index_name not in self._indexed.get(i, ()) for i in self._messages)

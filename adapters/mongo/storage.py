@@ -431,6 +431,14 @@ class MongoStorage(Storage):
             found = list(self.messages.find(query).sort(ASCENDING).limit(limit))
         return [_message(d) for d in found]
 
+    def _records_of(self, message_ids: list[str], index_name: str) -> set[str]:
+        found: set[str] = set()
+        with self.connection.wrapped():
+            for chunk in batched(message_ids, CHUNK):
+                query = {"_id": {"$in": chunk}, "indexed": index_name}
+                found |= {str(d["_id"]) for d in self.messages.find(query, {"_id": 1})}
+        return found
+
     def _count_unindexed(self, index_name: str) -> int:
         with self.connection.wrapped():
             count: int = self.messages.count_documents({"indexed": {"$ne": index_name}})

@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from recallstack.core.api.doctor import Checkup
+from recallstack.core.api.doctor import Checkup, State
 from recallstack.core.api.memory import Memory
 from recallstack.core.api.message_history import MessageHistory
 from recallstack.core.api.operations import (
@@ -222,6 +222,14 @@ class AsyncMemory:
         memory = Memory(self.storage, self.vector, self._engine.embedder, self.config)
         try:
             return await asyncio.to_thread(memory.doctor, repair=repair)
+        finally:
+            memory.close()
+
+    async def index_states(self, messages: Sequence[Message]) -> dict[str, dict[str, State]]:
+        """`Memory.index_states`, in a worker thread as `doctor` runs."""
+        memory = Memory(self.storage, self.vector, self._engine.embedder, self.config)
+        try:
+            return await asyncio.to_thread(memory.index_states, messages)
         finally:
             memory.close()
 

@@ -20,8 +20,9 @@ written afresh. Messages merely not indexed yet are counted, not drift:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from recallstack.core.api.memory import Memory
 from recallstack.core.api.store_pages import PAGE, messages_of, threads_of
@@ -33,6 +34,8 @@ from recallstack.core.recall.records import is_chunk_id
 from recallstack.core.vectors import EVERYWHERE, StoredVector
 
 Progress = Callable[[int, int], None]
+State = Literal["indexed", "not indexed", "stale", "not embedded"]
+"""A message's state in one index, as `states` reads it."""
 
 
 @dataclass
@@ -111,6 +114,36 @@ def examine(memory: Memory, progress: Progress | None = None) -> Checkup:
         if store.describe_index(name).count > seen[name]:  # some vectors have no message
             result.orphans[name] = _orphans(memory, store, name)
     return result
+
+
+def states(memory: Memory, messages: Sequence[Message]) -> dict[str, dict[str, State]]:
+    """Index → each message's state there, as `examine` judges it: `indexed` (its vectors
+    are current), `not indexed` (none: `reindex()` writes them), `stale` (made from another
+    text, context or thread), `not embedded` (a system message or one without text)."""
+    store = memory.vector
+    found: dict[str, dict[str, State]] = {}
+    for name in _indexes(memory):
+        if not messages:
+            found[name] = {}
+            continue
+        assert store is not None
+        ids = [m.id for m in messages]
+        recorded = memory.storage.recorded(ids, name)
+        current = [m for m in messages if m.id in recorded]
+        missing, stale = _compare(memory, name, current, message_vectors(store, name, ids))
+        found[name] = {
+            m.id: _state(m, m.id in recorded and m.id not in missing, m.id in stale)
+            for m in messages
+        }
+    return found
+
+
+def _state(message: Message, current: bool, stale: bool) -> State:
+    if stale:
+        return "stale"
+    if message.role == "system" or not message.text.strip():
+        return "not embedded"
+    return "indexed" if current else "not indexed"
 
 
 def repair(memory: Memory, found: Checkup) -> Checkup:

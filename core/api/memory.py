@@ -24,7 +24,7 @@ from recallstack.core.runtime.config import MemoryConfig
 from recallstack.core.runtime.engine import Engine, backends_from_env
 
 if TYPE_CHECKING:
-    from recallstack.core.api.doctor import Checkup
+    from recallstack.core.api.doctor import Checkup, State
 
 
 class Memory:
@@ -227,6 +227,13 @@ class Memory:
 
         found = doctor.examine(self, progress)
         return doctor.repair(self, found) if repair and not found.ok else found
+
+    def index_states(self, messages: Sequence[Message]) -> dict[str, dict[str, State]]:
+        """Where these messages stand in each index, as `doctor` judges them: index name →
+        message id → `indexed`, `not indexed`, `stale` or `not embedded` (`doctor.states`)."""
+        from recallstack.core.api import doctor
+
+        return doctor.states(self, messages)
 
     def close(self) -> None:
         """Close the stores this memory opened from URLs and the embedder it built from a

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from recallstack.core.api import traces
 from recallstack.core.api.message_history import MessageHistory
 from recallstack.core.api.reindexing import ReindexResult, reindex
 from recallstack.core.contracts.vector_store import VectorStore, check_vector
@@ -26,6 +27,7 @@ from recallstack.core.recall.derived import (
 from recallstack.core.recall.retrieval import merge
 from recallstack.core.records import Resource, Thread, ThreadPage
 from recallstack.core.runtime.config import MemoryConfig, SemanticRecallConfig
+from recallstack.core.runtime.tracing import note, span, traced
 from recallstack.core.vectors import Matrix
 
 
@@ -66,18 +68,32 @@ class RecallResult:
     page: int
     per_page: int
     has_more: bool
+    recalled_ids: list[str] = field(default_factory=list)
+    """Which of `messages` recall added (the hits and their neighbours); the others are
+    the history page. In Python each also says so itself (`Message.source`)."""
 
 
 @dataclass(frozen=True)
 class SearchHit:
     """A message `Memory.search` found, and its score (higher is better, backends.md §3);
-    under hybrid recall the fused score, with each signal's own beside it."""
+    under hybrid recall the fused score, with each signal's own score and rank beside it."""
 
     message: Message
     score: float
     dense_score: float | None = None
     keyword_score: float | None = None
     context_score: float | None = None
+    dense_rank: int | None = None
+    keyword_rank: int | None = None
+    context_rank: int | None = None
+
+    @property
+    def message_id(self) -> str:
+        return self.message.id
+
+    @property
+    def thread_id(self) -> str:
+        return self.message.thread_id
 
 
 class Operations:
@@ -218,6 +234,7 @@ class Operations:
     def get_messages(self, ids: Sequence[str]) -> list[Message]:
         return self.storage.get_messages(ids)
 
+    @traced("save", traces.saved)
     def save_messages(
         self,
         messages: Sequence[Message],
@@ -232,7 +249,8 @@ class Operations:
         ids = [m.id for m in messages if isinstance(m, Message)]
         before = self._others_followers(names, own, ids)
         stale = self._moving_followers(messages, recall)
-        saved = self.storage.upsert_messages(messages)
+        with span("storage.write", messages=len(messages)):
+            saved = self.storage.upsert_messages(messages)
         if not saved.messages:
             return SaveResult([])
         after = self._others_followers(names, own, ids)
@@ -331,6 +349,7 @@ class Operations:
 
     # ---- recall ------------------------------------------------------------------
 
+    @traced("recall", traces.recalled)
     def recall(
         self,
         thread_id: str,
@@ -351,7 +370,9 @@ class Operations:
                 )
             resource_id = thread.resource_id
         size = per_page if per_page is not None else (config.last_messages or 0)
-        history = self.history.recent(thread_id, resource_id, size, page)
+        with span("history", per_page=size, page=page) as reading:
+            history = self.history.recent(thread_id, resource_id, size, page)
+            note(reading, messages=len(history.items), total=history.total)
         recalled = Recalled([], [])
         context = history.items
         if vector_search_string and config.semantic_recall:
@@ -372,8 +393,10 @@ class Operations:
             page=page,
             per_page=size,
             has_more=history.has_more,
+            recalled_ids=[m.id for m in recalled.messages],
         )
 
+    @traced("search", traces.searched)
     def search(
         self,
         resource_id: str,
@@ -397,7 +420,16 @@ class Operations:
         messages = self.storage.get_messages([h.message_id for h in hits])
         found = {m.id: m for m in messages}
         return [
-            SearchHit(found[h.message_id], h.score, h.dense_score, h.keyword_score, h.context_score)
+            SearchHit(
+                found[h.message_id],
+                h.score,
+                h.dense_score,
+                h.keyword_score,
+                h.context_score,
+                h.dense_rank,
+                h.keyword_rank,
+                h.context_rank,
+            )
             for h in hits
             if h.message_id in found and found[h.message_id].resource_id == resource_id
         ]

@@ -50,6 +50,12 @@ class IndexLedger(ABC):
         cursor = None if after is None else (after.created_at, after.id)
         return self._unindexed(index_name, limit, cursor)
 
+    def recorded(self, message_ids: Sequence[str], index_name: str) -> set[str]:
+        """Of these messages, those with a record under `index_name` (the inspector's
+        index states read a page of them)."""
+        ids = list(dict.fromkeys(check_ids(message_ids, "ids")))
+        return self._records_of(ids, index_name) if ids else set()
+
     def count_unindexed(self, index_name: str) -> int:
         """How many messages have no record under `index_name` (for progress)."""
         return self._count_unindexed(index_name)
@@ -72,6 +78,16 @@ class IndexLedger(ABC):
         self, index_name: str, limit: int, after: tuple[datetime, str] | None
     ) -> list[Message]:
         """Unrecorded messages ordered by (created_at, id), only past `after` if given."""
+
+    def _records_of(self, message_ids: list[str], index_name: str) -> set[str]:
+        """What `recorded` answers. This default walks every unrecorded message; the
+        built-in storages read only the records of `message_ids`."""
+        wanted, unrecorded = set(message_ids), set()
+        after = None
+        while batch := self._unindexed(index_name, 1000, after):
+            unrecorded |= {m.id for m in batch} & wanted
+            after = (batch[-1].created_at, batch[-1].id)
+        return wanted - unrecorded
 
     @abstractmethod
     def _count_unindexed(self, index_name: str) -> int: ...

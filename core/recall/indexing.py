@@ -23,6 +23,7 @@ from recallstack.core.recall.records import IndexReport, chunk_id, vector_metada
 from recallstack.core.records import Thread
 from recallstack.core.runtime.config import SemanticRecallConfig
 from recallstack.core.runtime.embedding_cache import CachedEmbedder
+from recallstack.core.runtime.tracing import note, span
 from recallstack.core.vectors import Matrix, Partition
 
 CONTEXT_CHECKS = 3
@@ -77,6 +78,19 @@ class Indexing:
         embedder refuses (and only it) is reported and left unrecorded, while
         the rest of the batch is indexed.
         """
+        with span("index", messages=len(messages)) as current:
+            report = self._index(messages, config, new, threads, known)
+            note(current, indexed=len(report.indexed), failed=len(report.failed))
+            return report
+
+    def _index(
+        self,
+        messages: Sequence[Message],
+        config: SemanticRecallConfig,
+        new: Collection[str],
+        threads: Mapping[str, Thread] | None,
+        known: Mapping[str, Matrix] | None,
+    ) -> IndexReport:
         model = self.embedder.embedder
         name, context_name = main_index(config, model), context_index(config, model)
         messages = list(messages)
@@ -96,8 +110,9 @@ class Indexing:
             return IndexReport(failed=[m.id for m in messages], error=str(exc))
         failed = {**refused, **unsettled}
         done = [m.id for m in messages if m.id not in failed]
-        for indexed in filter(None, (name, context_name)):
-            self.storage.mark_indexed(done, indexed)
+        with span("ledger.write", messages=len(done)):
+            for indexed in filter(None, (name, context_name)):
+                self.storage.mark_indexed(done, indexed)
         if not failed:
             return IndexReport(indexed=done)
         first = next(iter(failed))
@@ -256,13 +271,14 @@ class Indexing:
             if row["message_id"] not in refused:
                 groups.setdefault(partitions[i], []).append(i)
         for partition, keep in groups.items():
-            self.vector.upsert(
-                name,
-                [ids[i] for i in keep],
-                vectors[keep],
-                [metadata[i] for i in keep],
-                partition=partition,
-            )
+            with span("vector.upsert", index=name, vectors=len(keep)):
+                self.vector.upsert(
+                    name,
+                    [ids[i] for i in keep],
+                    vectors[keep],
+                    [metadata[i] for i in keep],
+                    partition=partition,
+                )
         return refused
 
     def _delete_stale(self, name: str, counts: dict[str, int], owners: Mapping[str, str]) -> None:

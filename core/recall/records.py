@@ -15,7 +15,8 @@ from recallstack.core.vectors import PARTITION_KEYS
 @dataclass(frozen=True)
 class Hit:
     """A recalled message and its score: the best over the query's chunks, or under
-    hybrid recall the fused one, with each signal's own score beside it."""
+    hybrid recall the fused one, with each signal's own score and rank beside it (a
+    rank counts from 1 among that signal's candidates)."""
 
     message_id: str
     thread_id: str
@@ -27,6 +28,9 @@ class Hit:
     context_score: float | None = None
     """The similarity of the message's contextual vector (None: not among those
     candidates, or no contextual vectors)."""
+    dense_rank: int | None = None
+    keyword_rank: int | None = None
+    context_rank: int | None = None
 
 
 @dataclass(frozen=True)

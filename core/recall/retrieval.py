@@ -21,6 +21,7 @@ from recallstack.core.recall.records import Hit, Recalled, vector_metadata
 from recallstack.core.records import Include
 from recallstack.core.runtime.config import Fusion, SemanticRecallConfig
 from recallstack.core.runtime.embedding_cache import CachedEmbedder
+from recallstack.core.runtime.tracing import note, span
 from recallstack.core.vectors import Matrix, Partition, QueryResult
 
 
@@ -81,8 +82,8 @@ class Retrieval:
             return []  # nothing was ever saved under this embedder
         if fusion is None:
             return [
-                Hit(i, str(r.metadata["thread_id"]), r.score, dense_score=r.score)
-                for i, r in list(dense.items())[: config.top_k]
+                Hit(i, str(r.metadata["thread_id"]), r.score, dense_score=r.score, dense_rank=n)
+                for n, (i, r) in enumerate(list(dense.items())[: config.top_k], 1)
             ]
         context: dict[str, QueryResult] = {}
         if (context_name := context_index(config, model)) is not None:
@@ -105,14 +106,16 @@ class Retrieval:
         id, best first."""
         best: dict[str, QueryResult] = {}
         for vector in vectors:
-            results = self.vector.query(
-                name,
-                vector,
-                pool,
-                filter=where,
-                min_score=threshold,
-                partition=within,
-            )
+            with span("vector.query", index=name, top_k=pool, threshold=threshold) as current:
+                results = self.vector.query(
+                    name,
+                    vector,
+                    pool,
+                    filter=where,
+                    min_score=threshold,
+                    partition=within,
+                )
+                note(current, results=len(results))
             for r in results:
                 message_id = str(r.metadata["message_id"])
                 if message_id not in best or r.score > best[message_id].score:
@@ -135,12 +138,14 @@ class Retrieval:
         scope, and with a `threshold` every hit must be a semantic one: the threshold
         stays a floor on semantic similarity. Returns the top_k."""
         in_thread = thread_id if config.scope == "thread" else None
-        words = self.storage.search_words(
-            query,
-            resource_id=resource_id,
-            thread_id=in_thread,
-            limit=fusion.candidates,
-        )
+        with span("keyword.query", top_k=fusion.candidates) as current:
+            words = self.storage.search_words(
+                query,
+                resource_id=resource_id,
+                thread_id=in_thread,
+                limit=fusion.candidates,
+            )
+            note(current, results=len(words))
         if config.threshold is not None:  # only semantic hits are fused
             words = [(i, score) for i, score in words if i in dense]
             context = {i: r for i, r in context.items() if i in dense}
@@ -178,6 +183,9 @@ class Retrieval:
             taken = set(head) if missing else None  # without one missing, the top is full
             ranked = [(score, i) for score, i in ranked if i not in taken] if taken else []
         keyword_scores = {i: score for i, score in words if i in candidates}
+        dense_ranks = ranks(list(dense))
+        keyword_ranks = ranks([i for i, _ in words if i in candidates])
+        context_ranks = ranks(list(context))
         return [
             Hit(
                 i,
@@ -186,6 +194,9 @@ class Retrieval:
                 dense_score=dense[i].score if i in dense else None,
                 keyword_score=keyword_scores.get(i),
                 context_score=context[i].score if i in context else None,
+                dense_rank=dense_ranks.get(i),
+                keyword_rank=keyword_ranks.get(i),
+                context_rank=context_ranks.get(i),
             )
             for i in top
         ]
@@ -214,15 +225,24 @@ class Retrieval:
         hits = self.search(query, thread_id, resource_id, config)
         if not hits:
             return Recalled([], [])
-        span = config.message_range
-        windows = self.storage.message_windows(
-            [Include(id=h.message_id, before=span.before, after=span.after) for h in hits],
-            resource_id=resource_id,
-        )
+        around = config.message_range
+        with span(
+            "neighbours", hits=len(hits), before=around.before, after=around.after
+        ) as current:
+            windows = self.storage.message_windows(
+                [Include(id=h.message_id, before=around.before, after=around.after) for h in hits],
+                resource_id=resource_id,
+            )
+            note(current, messages=len(windows))
         recalled = [
             m.model_copy(update={"source": "memory"}) for m in windows if m.id not in exclude
         ]
         return Recalled(hits, recalled)
+
+
+def ranks(ids: list[str]) -> dict[str, int]:
+    """Each id's place in a list ranked best first, counted from 1."""
+    return {i: n for n, i in enumerate(ids, 1)}
 
 
 def merge(

@@ -14,6 +14,7 @@ from recallstack.core.batching import batched
 from recallstack.core.contracts.embedder import Embedder, Tokenized
 from recallstack.core.errors import BackendError, EmbeddingRefusedError
 from recallstack.core.runtime.awaiting import await_only, in_asyncio
+from recallstack.core.runtime.tracing import note, span
 from recallstack.core.vectors import Matrix
 
 
@@ -44,13 +45,24 @@ class CachedEmbedder:
 
         On the event loop (`AsyncMemory`'s cache, core/runtime/awaiting.py) the
         model's `aembed` is awaited instead, so that the loop goes on while it works."""
-        keys = [self._key(i if isinstance(i, str) else i.text) for i in inputs]
-        found: dict[tuple[str, bytes], Matrix] = {}
-        with self._lock:
-            for key in keys:
-                if key in self._cache:
-                    self._cache.move_to_end(key)
-                    found[key] = self._cache[key]
+        with span("embed", texts=len(inputs), model=self.embedder.model_id) as current:
+            keys = [self._key(i if isinstance(i, str) else i.text) for i in inputs]
+            found: dict[tuple[str, bytes], Matrix] = {}
+            with self._lock:
+                for key in keys:
+                    if key in self._cache:
+                        self._cache.move_to_end(key)
+                        found[key] = self._cache[key]
+            note(current, cached=len(found))
+            return self._embed(inputs, keys, found)
+
+    def _embed(
+        self,
+        inputs: Sequence[str | Tokenized],
+        keys: list[tuple[str, bytes]],
+        found: dict[tuple[str, bytes], Matrix],
+    ) -> Matrix:
+        """`embed` past the cache: the model's vectors for the inputs not found in it."""
         missing = {k: i for k, i in zip(keys, inputs, strict=True) if k not in found}
         tokenized = all(isinstance(i, Tokenized) for i in missing.values())
         refused: dict[tuple[str, bytes], str] = {}

@@ -619,6 +619,71 @@ def serve(
 
 
 @main.command()
+@click.argument("db_url", default="local.db")
+@click.option(
+    "--embedder", envvar="RECALLSTACK_EMBEDDER", default=DEFAULT_EMBEDDER, show_default=True
+)
+@click.option(
+    "--resource",
+    "resource_id",
+    callback=an_id,
+    help="The resource to inspect (default: the only one the database holds).",
+)
+@click.option("--port", default=0, type=click.IntRange(0, 65535), help="0 (default): a free one.")
+def inspect(db_url: str, embedder: str, resource_id: str | None, port: int) -> None:
+    """Open the memory inspector on this machine: DB_URL is a LibSQL file or a storage URL
+    (the vector store beside it). Listens on 127.0.0.1 only, with a key made for this run,
+    and prints the page's address (docs/inspector.md)."""
+    import secrets
+    import socket
+
+    try:
+        import uvicorn
+
+        from recallstack.server.app import create_app
+        from recallstack.server.keys import Keys
+    except ImportError:
+        extra = 'pip install "recallstack[server]"'
+        raise click.UsageError(f"inspect needs the server extra: {extra}") from None
+    url = db_url if "://" in db_url else f"libsql:///{db_url}"
+    for kind, spec, where in (("storage", url, "DB_URL"), ("embedder", embedder, "--embedder")):
+        known_backend(kind, spec, where)
+    stores = Stores(url, url, embedder).existing("DB_URL")
+    resource_id = resource_id or only_resource(open_storage(stores.storage))
+    key = secrets.token_urlsafe(24)
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", port))
+    listening.listen(128)  # connections wait from now on, before the server takes them
+    memory = open_async_memory(stores)
+    app = create_app(memory, keys=Keys({key: resource_id}), owns_memory=True)
+    address = f"http://127.0.0.1:{listening.getsockname()[1]}/inspect#key={key}"
+    click.echo(f"inspecting resource {resource_id!r} at {address}", err=True)
+    click.echo(
+        "the key in that address is this run's only: it ends when you stop (Ctrl-C)", err=True
+    )
+    config = uvicorn.Config(app, log_level="warning")
+    uvicorn.Server(config).run(sockets=[listening])
+
+
+def only_resource(storage: Any) -> str:
+    """The one resource whose threads the storage holds; several or none is a usage error
+    that names some of them."""
+    found: set[str] = set()
+    after = None
+    while threads := storage.all_threads(after=after, limit=1000):
+        found |= {t.resource_id for t in threads}
+        if len(found) > 1:
+            shown = ", ".join(repr(r) for r in sorted(found)[:5])
+            raise click.UsageError(
+                f"the database holds several resources ({shown}): choose one with --resource"
+            )
+        after = threads[-1].id
+    if not found:
+        raise click.UsageError("the database holds no threads yet: nothing to inspect")
+    return found.pop()
+
+
+@main.command()
 @memory_options
 @click.option(
     "--resource", "resource_id", callback=an_id, required=True, help="The resource it acts for."
