@@ -1,6 +1,7 @@
 """Hybrid recall's fusion settings replayed on LoCoMo: R@k for each setting tried.
 
     python bench/locomo_fusion.py ../shared/data/locomo/locomo-dev.json [--conversations N]
+        [--cross-validate]
 
 `bench/locomo.py` measures one setting through the public API, ingesting the
 whole half each time. This embeds the turns and the questions once (the
@@ -14,6 +15,11 @@ before it in its session, a third ranking, each hit crediting that turn,
 for every `context_share` and `context_credit` of a second grid. Its
 figures for a setting are `bench/locomo.py`'s (checked for both defaults
 and the old default).
+
+`--cross-validate` asks whether choosing on this half overfits it: leaving
+each conversation out in turn, it picks the grid's best setting (by mean
+R@k) on the other conversations, and scores that setting and the default on
+the one left out; the left-out scores are pooled over all questions.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ TOP = max(KS)
 class Question:
     """A question's evidence, and the conversation's turns as each signal ranks them."""
 
+    conversation: str
     evidence: set[str]
     by_cosine: list[str]
     by_words: list[str]
@@ -77,6 +84,7 @@ def rankings(data: list[dict[str, Any]]) -> list[Question]:
             scores = bm25(query_terms(qa["question"]), documents)
             found.append(
                 Question(
+                    sample["sample_id"],
                     evidence(qa),
                     by_cosine=[ids[n] for n in np.argsort(-(vectors @ query), kind="stable")],
                     by_words=sorted(scores, key=lambda i: (-scores[i], i)),
@@ -115,9 +123,44 @@ def recall_at(
     return [100 * t / len(questions) for t in totals]
 
 
+def cross_validate(questions: list[Question]) -> None:
+    """Leave one conversation out: the grid's best setting on the others against the
+    default, both scored on the conversation left out, pooled."""
+    conversations = sorted({q.conversation for q in questions})
+    for label, grid, default in (
+        ("hybrid", GRID, (10, 0.5, 100)),
+        ("hybrid, context 1", CONTEXT_GRID, (10, 0.6, 300, 0.85, 0.55)),
+    ):
+        settings = list(itertools.product(*grid.values()))
+        chosen_rows, default_rows = [], []
+        print(f"\n{label}: left out | chosen on the others | chosen R@k | default R@k")
+        for out in conversations:
+            train = [q for q in questions if q.conversation != out]
+            test = [q for q in questions if q.conversation == out]
+            best = max(settings, key=lambda s: sum(recall_at(train, *s)))
+            chosen = recall_at(test, *best)
+            kept = recall_at(test, *default)
+            chosen_rows.append((len(test), chosen))
+            default_rows.append((len(test), kept))
+            print(f"| {out} | {best} | {_cells(chosen)} | {_cells(kept)} |")
+        total = sum(n for n, _ in chosen_rows)
+        for name, rows in (("chosen", chosen_rows), ("default", default_rows)):
+            pooled = [sum(n * r[i] for n, r in rows) / total for i in range(len(KS))]
+            print(f"| pooled, {name} | | {_cells(pooled)} |")
+
+
+def _cells(figures: list[float]) -> str:
+    return " / ".join(f"{x:.1f}" for x in figures)
+
+
 def main() -> None:
-    data = load(arguments(__doc__).parse_args())
-    questions = rankings(data)
+    parser = arguments(__doc__)
+    parser.add_argument("--cross-validate", action="store_true", help="leave one conversation out")
+    args = parser.parse_args()
+    questions = rankings(load(args))
+    if args.cross_validate:
+        cross_validate(questions)
+        return
     print(f"{len(questions)} questions; R@{' / R@'.join(map(str, KS))}")
     print("| rrf_k | weight | candidates | " + " | ".join(f"R@{k}" for k in KS) + " |")
     print("|---|---|---|" + "---|" * len(KS))

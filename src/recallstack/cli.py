@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -708,6 +709,118 @@ def mcp(stores: Stores, resource_id: str) -> None:
             await memory.aclose()
 
     asyncio.run(run())
+
+
+@main.group(name="eval")
+def evaluations() -> None:
+    """Benchmarks on your own backend and embedder."""
+
+
+@evaluations.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--storage", help="Storage URL (default: a LibSQL file in a temporary folder).")
+@click.option("--vector", help="Vector store URL (default: beside the storage).")
+@click.option("--embedder", default=DEFAULT_EMBEDDER, show_default=True)
+@click.option(
+    "--options",
+    "options_json",
+    default='{"semantic_recall": true}',
+    show_default=True,
+    help="The memory's options, as JSON.",
+)
+@click.option("--conversations", type=click.IntRange(1), help="Only the first N of the file.")
+@click.option("--keep", is_flag=True, help="Leave the conversations in the store afterwards.")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+def locomo(
+    file: str,
+    storage: str | None,
+    vector: str | None,
+    embedder: str,
+    options_json: str,
+    conversations: int | None,
+    keep: bool,
+    as_json: bool,
+    quiet: bool,
+) -> None:
+    """LoCoMo retrieval on this backend and embedder: recall@5/10/25/50 of each question's
+    evidence turns (and recall-any, recall-all), with search latency, beside the paper's
+    DRAGON (docs/guide.md). FILE is a LoCoMo JSON file (the benchmark's locomo10.json).
+    The conversations are written as resources named by their sample_id and deleted
+    afterwards; a store that already holds one is refused."""
+    import tempfile
+
+    from recallstack import locomo as benchmark
+
+    try:
+        options = json.loads(options_json)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not JSON ({exc.msg})", param_hint="'--options'") from None
+    for kind, spec, where in (
+        ("storage", storage, "--storage"),
+        ("vector", vector or storage, "--vector"),
+        ("embedder", embedder, "--embedder"),
+    ):
+        if spec is not None:
+            known_backend(kind, spec, where)
+    data = benchmark.load(file)[:conversations]
+    with tempfile.TemporaryDirectory(prefix="recallstack-locomo-") as folder:
+        url = storage or f"libsql:///{os.path.join(folder, 'locomo.db')}"
+        memory = open_memory(Stores(url, vector or url, embedder), options)
+        benchmark.refuse_taken(memory, data)
+        try:
+            with progress_stages(quiet) as progress:
+                result = benchmark.evaluate(memory, data, progress)
+        finally:
+            if not keep and storage is not None:
+                for thread in (t for sample in data for t in benchmark.threads_of(sample)):
+                    memory.delete_thread(thread)
+        memory.close()
+    summary = result.summary()
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+        return
+    where = storage or "a temporary LibSQL file"
+    click.echo(
+        f"LoCoMo: {len(data)} conversations, {result.turns:,} turns, {len(result.questions)} "
+        f"questions (categories 1-4) on {where}, {embedder}, options {options_json}"
+    )
+    rate, search = summary["ingest_turns_per_second"], summary["search_ms"]
+    click.echo(
+        f"saved {rate:,.0f} turns/s; search p50 {search['p50']:.1f} ms, "
+        f"p95 {search['p95']:.1f} ms (query embedding included)"
+    )
+    ks = " | ".join(f"@{k}" for k in benchmark.KS)
+    click.echo(f"| questions | n | measure | {ks} |\n|---|---|---|" + "---|" * len(benchmark.KS))
+    rows = [("all", len(result.questions), result.rows())]
+    for number, name in benchmark.CATEGORIES.items():
+        asked = sum(q.category == number for q in result.questions)
+        rows.append((f"{number} {name}", asked, result.rows(number)))
+    for label, n, figures in rows:
+        for measure in ("recall", "any", "all"):
+            cells = " | ".join(f"{v:.1f}" for v in figures[measure])
+            shown = {"recall": "R", "any": "recall-any", "all": "recall-all"}[measure]
+            click.echo(f"| {label} | {n} | {shown} | {cells} |")
+    dragon = " | ".join(f"{v:.1f}" for v in benchmark.DRAGON)
+    click.echo(f"| DRAGON (the paper, all ten conversations) | | R | {dragon} |")
+
+
+@contextmanager
+def progress_stages(quiet: bool) -> Iterator[Callable[[str, int, int], None]]:
+    """A `progress(stage, done, total)` callback: one `progress_of` bar per stage, moved
+    at most a hundred times."""
+    with contextlib.ExitStack() as stack:
+        bars: dict[str, Callable[[int, int], None]] = {}
+
+        def update(stage: str, done: int, total: int) -> None:
+            if stage not in bars:
+                bars.clear()
+                stack.close()
+                bars[stage] = stack.enter_context(progress_of(stage, quiet))
+            if done == total or done % max(1, total // 100) == 0:
+                bars[stage](done, total)
+
+        yield update
 
 
 def open_async_memory(stores: Stores) -> Any:
