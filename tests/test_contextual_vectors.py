@@ -15,7 +15,7 @@ from backends import make_backends
 
 from recallstack.core.api.async_memory import AsyncMemory
 from recallstack.core.api.memory import Memory
-from recallstack.core.errors import InvalidInputError
+from recallstack.core.errors import EmbeddingRefusedError, InvalidInputError
 from recallstack.core.messages import Message
 from recallstack.core.runtime.config import FUSION_DEFAULTS, HybridConfig
 from recallstack.core.vectors import EVERYWHERE
@@ -187,6 +187,47 @@ def test_a_failed_edit_leaves_the_messages_after_for_reindex(url: str) -> None:
     embedder.calls = 10**6
     assert memory.reindex().indexed == 2  # m0, and m1 whose context changed
     assert_context(memory, "m1", ["alpha edited", "beta"])
+
+
+class Refusing(HashEmbedder):
+    """Refuses every text that holds "forbidden", as a content filter does."""
+
+    def __init__(self) -> None:
+        super().__init__(1024)
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        refused = {
+            i: "flagged by the content filter" for i, t in enumerate(texts) if "forbidden" in t
+        }
+        if refused:
+            raise EmbeddingRefusedError(refused, super().embed(texts))
+        return super().embed(texts)
+
+
+def test_a_refused_message_leaves_its_followers_own_vectors_counted(url: str) -> None:
+    """The message after a refused one cannot have its contextual vector (its context
+    holds the refused text), but its own vectors are written and recorded: recall
+    finds it by them, and an edit of the refused message completes both."""
+    memory = open_memory(url, embedder=Refusing())
+    saved = memory.save_messages(
+        [message(0, "hello there"), message(1, "forbidden words"), message(2, "a fine reply")]
+    )
+    assert saved.indexed == ["m0"] and saved.not_indexed == ["m1", "m2"]
+    assert saved.error is not None and "content filter" in saved.error
+    page = memory.storage.list_messages("t").items
+    states = memory.index_states(page)
+    assert states[PLAIN_INDEX] == {"m0": "indexed", "m1": "not indexed", "m2": "indexed"}
+    assert states[CONTEXT_INDEX] == {"m0": "indexed", "m1": "not indexed", "m2": "not indexed"}
+    found = memory.search("ada", "a fine reply", top_k=1)
+    assert [h.message.id for h in found] == ["m2"] and found[0].dense_score is not None
+    again = memory.reindex()
+    assert sorted(again.failed_ids) == ["m1", "m2"]  # still refused, said again
+    assert "contextual text" in (again.error or "") or "content filter" in (again.error or "")
+    assert memory.doctor().ok
+    memory.update_messages([message(1, "allowed words")])
+    states = memory.index_states(memory.storage.list_messages("t").items)
+    assert set(states[PLAIN_INDEX].values()) == set(states[CONTEXT_INDEX].values()) == {"indexed"}
+    assert_context(memory, "m2", ["allowed words", "a fine reply"])
 
 
 def test_reindex_repairs_a_save_killed_before_indexing(url: str) -> None:

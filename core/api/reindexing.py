@@ -30,8 +30,8 @@ def reindex(
 ) -> ReindexResult:
     """Index every message not yet indexed under `config`'s indexes, oldest first: a
     batch at a time, a failed batch again message by message (`Memory.reindex`)."""
-    # a message is recorded under both indexes at once, so the contextual one's
-    # unindexed messages include the other's
+    # a message is recorded in the contextual index only once it is in the plain one,
+    # so the contextual index's unindexed messages include the plain one's
     name = semantic.context_index_name(config) or semantic.index_name(config)
     total = semantic.storage.count_unindexed(name) if progress is not None else 0
     done = 0

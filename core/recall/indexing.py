@@ -95,6 +95,7 @@ class Indexing:
         name, context_name = main_index(config, model), context_index(config, model)
         messages = list(messages)
         threads = dict(threads or {})
+        also: dict[str, str] = {}
         unsettled: dict[str, str] = {}
         try:
             own = {m.id: chunks_of(self.embedder, m, config) for m in messages}
@@ -103,16 +104,21 @@ class Indexing:
                 also, unsettled = self._write_contexts(
                     context_name, messages, own, config, new, threads
                 )
-                refused |= also
         except Exception as exc:
             self._ready -= {name, context_name}
             self.log.exception("semantic recall: indexing %d messages failed", len(messages))
             return IndexReport(failed=[m.id for m in messages], error=str(exc))
-        failed = {**refused, **unsettled}
+        also = {
+            i: f"its contextual text, with the text before it: {why}" for i, why in also.items()
+        }
+        failed = {**also, **unsettled, **refused}
         done = [m.id for m in messages if m.id not in failed]
         with span("ledger.write", messages=len(done)):
-            for indexed in filter(None, (name, context_name)):
-                self.storage.mark_indexed(done, indexed)
+            # a message's own vectors are current even when its contextual one failed
+            # (the text before it refused, say): recall finds it by them meanwhile
+            self.storage.mark_indexed([m.id for m in messages if m.id not in refused], name)
+            if context_name is not None:
+                self.storage.mark_indexed(done, context_name)
         if not failed:
             return IndexReport(indexed=done)
         first = next(iter(failed))
@@ -121,7 +127,7 @@ class Indexing:
         )
         more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
         error = f"message {first!r}: {failed[first]}{more}"
-        return IndexReport(done, list(failed), error, refused=list(refused))
+        return IndexReport(done, list(failed), error, refused=list({**also, **refused}))
 
     def _write_contexts(
         self,
