@@ -6,7 +6,7 @@ import asyncio
 import gc
 import logging
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
@@ -17,6 +17,7 @@ from recallstack.core.runtime.awaiting import (
     PerLoop,
     Seam,
     await_only,
+    await_whole,
     drained,
     entered,
     for_the_loop,
@@ -354,3 +355,25 @@ def test_a_store_without_an_asyncio_driver_runs_in_a_worker_thread_on_the_loop()
 
     native = Native()
     assert for_the_loop(native) is native
+
+
+def test_a_cancelled_call_awaited_whole_ends_before_the_cancellation_is_raised() -> None:
+    """`await_whole` (the Postgres cursor's calls): a cancellation waits for the driver's
+    call to end, so its connection is idle for the rollback; `await_only` cuts it."""
+    ended: list[str] = []
+
+    async def driver_call(name: str) -> str:
+        await asyncio.sleep(0.05)
+        ended.append(name)
+        return name
+
+    async def cancelled(wait: Callable[[Awaitable[str]], str], name: str) -> None:
+        task = asyncio.ensure_future(greenlet_spawn(lambda: wait(driver_call(name))))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancelled(await_whole, "whole"))
+    asyncio.run(cancelled(await_only, "cut"))
+    assert ended == ["whole"]

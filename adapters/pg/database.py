@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from recallstack.core.errors import BackendError, InvalidInputError, refuse_newer
-from recallstack.core.runtime.awaiting import Seam, await_only, entered
+from recallstack.core.runtime.awaiting import Seam, await_only, await_whole, entered
 from recallstack.core.urls import redact, scrub
 
 if TYPE_CHECKING:
@@ -388,17 +388,17 @@ class AwaitingCursor:
         self._cursor = cursor
 
     def execute(self, sql: Any, params: Any = None) -> AwaitingCursor:
-        await_only(self._cursor.execute(sql, params))
+        await_whole(self._cursor.execute(sql, params))
         return self
 
     def executemany(self, sql: Any, rows: Any) -> None:
-        await_only(self._cursor.executemany(sql, rows))
+        await_whole(self._cursor.executemany(sql, rows))
 
     def fetchall(self) -> list[tuple[Any, ...]]:
-        return await_only(self._cursor.fetchall())
+        return await_whole(self._cursor.fetchall())
 
     def fetchone(self) -> tuple[Any, ...] | None:
-        row: tuple[Any, ...] | None = await_only(self._cursor.fetchone())
+        row: tuple[Any, ...] | None = await_whole(self._cursor.fetchone())
         return row
 
     @contextmanager

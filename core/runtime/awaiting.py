@@ -56,6 +56,22 @@ def await_only(awaitable: Awaitable[T]) -> T:
     return result
 
 
+def await_whole(awaitable: Awaitable[T]) -> T:
+    """`await_only`, but a cancellation that comes meanwhile is raised only once
+    `awaitable` has ended: a driver's call cut in the middle can leave its connection
+    busy, so that the rollback after it fails (psycopg's pipelined `executemany`)."""
+    return await_only(_whole(awaitable))
+
+
+async def _whole(awaitable: Awaitable[T]) -> T:
+    task = asyncio.ensure_future(awaitable)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])  # cancelled again here: the task is left to end alone
+        raise
+
+
 async def greenlet_spawn(function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """`function(*args, **kwargs)`, run here on the event loop: each `await_only` in
     it is awaited, and its exceptions are raised back into it."""
