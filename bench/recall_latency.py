@@ -116,14 +116,14 @@ def populate(
                 }
                 for m in batch
             ]
-            ids, threads = [m.id for m in batch], [thread_of(m) for m in batch]
-            upsert_grouped(semantic.vector, name, ids, vectors, threads, metadata)
+            ids, owners = [m.id for m in batch], [thread_of(m) for m in batch]
+            upsert_grouped(semantic.vector, name, ids, vectors, owners, metadata)
             if context:
                 for row, m in zip(metadata, batch, strict=True):
                     if not m.id.endswith("-m0"):
                         row["previous_id"] = f"{m.thread_id}-m{int(m.id.split('-m')[1]) - 1}"
                 vectors = rng.normal(size=(len(batch), dimension)).astype(np.float32)
-                upsert_grouped(semantic.vector, names[1], ids, vectors, threads, metadata)
+                upsert_grouped(semantic.vector, names[1], ids, vectors, owners, metadata)
             for each in names:
                 memory.storage.mark_indexed([m.id for m in batch], each)
             batch = []
