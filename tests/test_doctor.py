@@ -11,7 +11,10 @@ from backends import BACKENDS, make_backends
 from click.testing import CliRunner
 
 from recallstack import Memory, Message
+from recallstack.adapters.memory.storage import InMemoryStorage
 from recallstack.cli import EXIT_FAILURE, main
+from recallstack.core.contracts.storage import Storage
+from recallstack.core.records import Thread
 from recallstack.embedders.hashing import HashEmbedder
 
 T0 = datetime(2024, 2, 1, tzinfo=UTC)
@@ -216,3 +219,24 @@ def test_a_message_saved_without_recall_is_not_indexed_until_reindex(tmp_path: P
         memory.reindex()
         (states,) = memory.index_states([late]).values()
         assert states == {"late": "indexed"}
+
+
+def test_the_ledgers_default_recorded_answers_as_the_built_in_ones() -> None:
+    """A storage that does not override `_records_of` (a third party's) gets the default,
+    which walks the unrecorded messages: the same answer."""
+
+    class Walking(InMemoryStorage):
+        _records_of = Storage._records_of
+
+    answers = []
+    for storage in (InMemoryStorage(), Walking()):
+        storage.save_thread(Thread(id="t", resource_id="r"))
+        storage.save_messages(
+            [
+                Message(id=f"m{i}", thread_id="t", role="user", content=f"message {i}")
+                for i in range(2_500)  # more than one page of the walk
+            ]
+        )
+        storage.mark_indexed([f"m{i}" for i in range(0, 2_500, 3)], "plain")
+        answers.append(storage.recorded(["m0", "m1", "m3", "m2499", "m2498", "nope"], "plain"))
+    assert answers[0] == answers[1] == {"m0", "m3", "m2499"}

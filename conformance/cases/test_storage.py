@@ -252,9 +252,14 @@ def test_index_ledger(world: World) -> None:
     missing = {m.id for m in world.s.unindexed(index, limit=10_000)}
     assert world.m(0) not in missing and world.m(1) not in missing and world.m(2) in missing
     assert {index, other} <= set(world.s.index_names())
+    asked = [world.m(0), world.m(1), world.m(2), world.ids("never-saved")]
+    assert world.s.recorded(asked, index) == {world.m(0), world.m(1)}
+    assert world.s.recorded(asked, other) == {world.m(0)}
+    assert world.s.recorded([], index) == set()
     # saving a message again forgets it: its text may have changed
     world.s.save_messages([world.msg(0, world.t1).model_copy(update={"content": "edited"})])
     assert world.m(0) in {m.id for m in world.s.unindexed(index, limit=10_000)}
+    assert world.s.recorded([world.m(0), world.m(1)], index) == {world.m(1)}
     # deleting forgets too
     world.s.delete_messages([world.m(1)])
     world.s.delete_thread(world.t1)

@@ -79,15 +79,9 @@ class IndexLedger(ABC):
     ) -> list[Message]:
         """Unrecorded messages ordered by (created_at, id), only past `after` if given."""
 
+    @abstractmethod
     def _records_of(self, message_ids: list[str], index_name: str) -> set[str]:
-        """What `recorded` answers. This default walks every unrecorded message; the
-        built-in storages read only the records of `message_ids`."""
-        wanted, unrecorded = set(message_ids), set()
-        after = None
-        while batch := self._unindexed(index_name, 1000, after):
-            unrecorded |= {m.id for m in batch} & wanted
-            after = (batch[-1].created_at, batch[-1].id)
-        return wanted - unrecorded
+        """What `recorded` answers (`Storage` has a default that any storage can use)."""
 
     @abstractmethod
     def _count_unindexed(self, index_name: str) -> int: ...

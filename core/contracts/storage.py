@@ -297,6 +297,17 @@ class Storage(IndexLedger, ABC):
         if ids:
             self._delete_messages(check_ids(ids, "ids"))
 
+    def _records_of(self, message_ids: list[str], index_name: str) -> set[str]:
+        """`IndexLedger.recorded`: this default reads the stored messages among these and
+        walks every unrecorded one; the built-in storages read only these records."""
+        stored = {m.id for m in self._get_messages(message_ids)}
+        unrecorded: set[str] = set()
+        after = None
+        while batch := self._unindexed(index_name, 1000, after):
+            unrecorded |= {m.id for m in batch} & stored
+            after = (batch[-1].created_at, batch[-1].id)
+        return stored - unrecorded
+
     def close(self) -> None:
         """Release connections; the default has nothing to release."""
 
