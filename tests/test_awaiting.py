@@ -377,3 +377,33 @@ def test_a_cancelled_call_awaited_whole_ends_before_the_cancellation_is_raised()
     asyncio.run(cancelled(await_whole, "whole"))
     asyncio.run(cancelled(await_only, "cut"))
     assert ended == ["whole"]
+
+
+def test_a_context_entered_whole_exits_whole_when_cancelled_in_its_exit() -> None:
+    """`entered(..., whole=True)` (a Postgres transaction, a COPY): a cancellation that
+    comes during the exit is raised once the exit has ended."""
+    steps: list[str] = []
+
+    class Slow:
+        async def __aenter__(self) -> Slow:
+            steps.append("entered")
+            return self
+
+        async def __aexit__(self, *exc: object) -> bool:
+            await asyncio.sleep(0.05)
+            steps.append("exited")
+            return False
+
+    def block() -> None:
+        with entered(Slow(), whole=True):
+            steps.append("ran")
+
+    async def main() -> None:
+        task = asyncio.ensure_future(greenlet_spawn(block))
+        await asyncio.sleep(0.01)  # in the exit's sleep
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert steps == ["entered", "ran", "exited"]

@@ -351,8 +351,8 @@ class AwaitingPool:
     @contextmanager
     def cursor(self, transaction: bool) -> Iterator[AwaitingCursor]:
         with failures(), entered(self.pool.connection()) as conn:
-            if transaction:
-                with entered(conn.transaction()), entered(jsonb_cursor(conn)) as cur:
+            if transaction:  # its statements end whole, so that a rollback finds it idle
+                with entered(conn.transaction(), whole=True), entered(jsonb_cursor(conn)) as cur:
                     yield AwaitingCursor(cur)
             else:
                 with entered(jsonb_cursor(conn)) as cur:
@@ -403,7 +403,7 @@ class AwaitingCursor:
 
     @contextmanager
     def copy(self, statement: str) -> Iterator[AwaitingCopy]:
-        with entered(self._cursor.copy(statement)) as copy:
+        with entered(self._cursor.copy(statement), whole=True) as copy:
             yield AwaitingCopy(copy)
 
 
@@ -417,4 +417,4 @@ class AwaitingCopy:
         self._copy.set_types(types)
 
     def write_row(self, row: Sequence[Any]) -> None:
-        await_only(self._copy.write_row(row))
+        await_only(self._copy.write_row(row))  # buffered: a cut row is failed by the exit

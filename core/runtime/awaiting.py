@@ -91,16 +91,19 @@ async def greenlet_spawn(function: Callable[..., T], /, *args: Any, **kwargs: An
 
 
 @contextmanager
-def entered(manager: AbstractAsyncContextManager[T]) -> Iterator[T]:
-    """An asynchronous context manager entered and exited with `await_only`."""
+def entered(manager: AbstractAsyncContextManager[T], *, whole: bool = False) -> Iterator[T]:
+    """An asynchronous context manager entered and exited with `await_only`; with
+    `whole`, exited with `await_whole` (a cancellation waits for the exit to end; an
+    enter it cut raises before the block, so nothing is left to exit)."""
+    wait: Callable[[Awaitable[Any]], Any] = await_whole if whole else await_only
     value = await_only(manager.__aenter__())
     try:
         yield value
     except BaseException as exc:
-        if not await_only(manager.__aexit__(type(exc), exc, exc.__traceback__)):
+        if not wait(manager.__aexit__(type(exc), exc, exc.__traceback__)):
             raise
     else:
-        await_only(manager.__aexit__(None, None, None))
+        wait(manager.__aexit__(None, None, None))
 
 
 def drained(items: AsyncIterable[T]) -> list[T]:
