@@ -407,3 +407,33 @@ def test_a_context_entered_whole_exits_whole_when_cancelled_in_its_exit() -> Non
 
     asyncio.run(main())
     assert steps == ["entered", "ran", "exited"]
+
+
+def test_a_context_whose_enter_a_cancellation_cuts_is_entered_then_left() -> None:
+    """`entered(..., whole=True)`: a cancellation during the enter waits for it, then
+    exits the context (a transaction begun is rolled back) before it is raised."""
+    steps: list[str] = []
+
+    class SlowToEnter:
+        async def __aenter__(self) -> SlowToEnter:
+            await asyncio.sleep(0.05)
+            steps.append("entered")
+            return self
+
+        async def __aexit__(self, kind: object, *exc: object) -> bool:
+            steps.append(f"exited with {getattr(kind, '__name__', kind)}")
+            return False
+
+    def block() -> None:
+        with entered(SlowToEnter(), whole=True):
+            steps.append("ran")
+
+    async def main() -> None:
+        task = asyncio.ensure_future(greenlet_spawn(block))
+        await asyncio.sleep(0.01)  # in the enter's sleep
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert steps == ["entered", "exited with CancelledError"]

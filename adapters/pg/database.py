@@ -404,17 +404,25 @@ class AwaitingCursor:
     @contextmanager
     def copy(self, statement: str) -> Iterator[AwaitingCopy]:
         with entered(self._cursor.copy(statement), whole=True) as copy:
-            yield AwaitingCopy(copy)
+            rows = AwaitingCopy(copy)
+            yield rows
+            await_whole(rows.written())
 
 
 class AwaitingCopy:
-    """A psycopg `AsyncCopy` with the blocking `Copy` methods the adapters use."""
+    """A psycopg `AsyncCopy` with the blocking `Copy` methods the adapters use. Rows
+    are sent together at the block's end, in one call a cancellation waits for."""
 
     def __init__(self, copy: Any) -> None:
         self._copy = copy
+        self._rows: list[Sequence[Any]] = []
 
     def set_types(self, types: Sequence[str]) -> None:
         self._copy.set_types(types)
 
     def write_row(self, row: Sequence[Any]) -> None:
-        await_only(self._copy.write_row(row))  # buffered: a cut row is failed by the exit
+        self._rows.append(row)
+
+    async def written(self) -> None:
+        for row in self._rows:
+            await self._copy.write_row(row)

@@ -72,6 +72,17 @@ async def _whole(awaitable: Awaitable[T]) -> T:
         raise
 
 
+async def _entered_whole(manager: AbstractAsyncContextManager[T]) -> T:
+    task = asyncio.ensure_future(manager.__aenter__())
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError as cancelled:
+        await asyncio.wait([task])
+        if not task.cancelled() and task.exception() is None:  # entered: leave it
+            await manager.__aexit__(type(cancelled), cancelled, cancelled.__traceback__)
+        raise
+
+
 async def greenlet_spawn(function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """`function(*args, **kwargs)`, run here on the event loop: each `await_only` in
     it is awaited, and its exceptions are raised back into it."""
@@ -93,10 +104,10 @@ async def greenlet_spawn(function: Callable[..., T], /, *args: Any, **kwargs: An
 @contextmanager
 def entered(manager: AbstractAsyncContextManager[T], *, whole: bool = False) -> Iterator[T]:
     """An asynchronous context manager entered and exited with `await_only`; with
-    `whole`, exited with `await_whole` (a cancellation waits for the exit to end; an
-    enter it cut raises before the block, so nothing is left to exit)."""
+    `whole`, a cancellation waits for the enter or the exit to end (an enter it cut
+    that ended is exited again before the cancellation is raised)."""
     wait: Callable[[Awaitable[Any]], Any] = await_whole if whole else await_only
-    value = await_only(manager.__aenter__())
+    value = await_only(_entered_whole(manager) if whole else manager.__aenter__())
     try:
         yield value
     except BaseException as exc:
