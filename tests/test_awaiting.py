@@ -6,7 +6,7 @@ import asyncio
 import gc
 import logging
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
@@ -357,6 +357,20 @@ def test_a_store_without_an_asyncio_driver_runs_in_a_worker_thread_on_the_loop()
     assert for_the_loop(native) is native
 
 
+def cancelled_midway(function: Callable[[], object]) -> None:
+    """Run `function` under `greenlet_spawn` and cancel it 10 ms in (in a 50 ms wait of
+    the tests below); the cancellation must come out."""
+
+    async def main() -> None:
+        task = asyncio.ensure_future(greenlet_spawn(function))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+
+
 def test_a_cancelled_call_awaited_whole_ends_before_the_cancellation_is_raised() -> None:
     """`await_whole` (the Postgres cursor's calls): a cancellation waits for the driver's
     call to end, so its connection is idle for the rollback; `await_only` cuts it."""
@@ -367,15 +381,8 @@ def test_a_cancelled_call_awaited_whole_ends_before_the_cancellation_is_raised()
         ended.append(name)
         return name
 
-    async def cancelled(wait: Callable[[Awaitable[str]], str], name: str) -> None:
-        task = asyncio.ensure_future(greenlet_spawn(lambda: wait(driver_call(name))))
-        await asyncio.sleep(0.01)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-
-    asyncio.run(cancelled(await_whole, "whole"))
-    asyncio.run(cancelled(await_only, "cut"))
+    cancelled_midway(lambda: await_whole(driver_call("whole")))
+    cancelled_midway(lambda: await_only(driver_call("cut")))
     assert ended == ["whole"]
 
 
@@ -398,14 +405,7 @@ def test_a_context_entered_whole_exits_whole_when_cancelled_in_its_exit() -> Non
         with entered(Slow(), whole=True):
             steps.append("ran")
 
-    async def main() -> None:
-        task = asyncio.ensure_future(greenlet_spawn(block))
-        await asyncio.sleep(0.01)  # in the exit's sleep
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-
-    asyncio.run(main())
+    cancelled_midway(block)  # in the exit's sleep
     assert steps == ["entered", "ran", "exited"]
 
 
@@ -428,12 +428,5 @@ def test_a_context_whose_enter_a_cancellation_cuts_is_entered_then_left() -> Non
         with entered(SlowToEnter(), whole=True):
             steps.append("ran")
 
-    async def main() -> None:
-        task = asyncio.ensure_future(greenlet_spawn(block))
-        await asyncio.sleep(0.01)  # in the enter's sleep
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-
-    asyncio.run(main())
+    cancelled_midway(block)  # in the enter's sleep
     assert steps == ["entered", "exited with CancelledError"]
