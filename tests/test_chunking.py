@@ -230,9 +230,9 @@ def test_a_saved_chunk_and_a_query_are_tokenized_once() -> None:
                 for i, t in enumerate(texts)
             ]
         )
-        assert counting.texts == len(texts)
+        assert counting.texts == 2 * len(texts)  # each text, and its contextual text
         memory.recall("t", vector_search_string="autumn temples")
-        assert counting.texts == len(texts) + 1
+        assert counting.texts == 2 * len(texts) + 1
         assert memory.semantic is not None
         stored = memory.semantic.vector.get(memory.semantic.index_name(), ["m3"])
     fresh = LocalEmbedder().embed([texts[3]])[0]  # the texts embedded without tokens

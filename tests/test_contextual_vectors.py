@@ -77,8 +77,8 @@ def assert_context(memory: Memory, message_id: str, texts: Sequence[str]) -> Non
 
 
 def test_unset_fusion_numbers_follow_context() -> None:
-    assert HybridConfig().fusion == FUSION_DEFAULTS[False]
-    assert HybridConfig(context=1).fusion == FUSION_DEFAULTS[True]
+    assert HybridConfig().fusion == FUSION_DEFAULTS[True]  # context 1, the default
+    assert HybridConfig(context=0).fusion == FUSION_DEFAULTS[False]
     assert HybridConfig(context=2, rrf_k=30).fusion.rrf_k == 30
     assert HybridConfig(context=2, rrf_k=30).fusion.candidates == FUSION_DEFAULTS[True].candidates
 
@@ -240,12 +240,15 @@ def test_reindex_repairs_a_save_killed_before_indexing(url: str) -> None:
     assert_context(memory, "m1", ["alpha edited", "beta"])
 
 
-def test_turning_context_on_needs_only_reindex(tmp_path: Path) -> None:
+@pytest.mark.parametrize("before", [False, {"context": 0}], ids=["semantic", "hybrid"])
+def test_turning_context_on_needs_only_reindex(tmp_path: Path, before: Any) -> None:
+    """Also an upgrade: messages saved under the old default (the semantic signal
+    alone), then read under the new one."""
     url = f"libsql:///{tmp_path / 'memory.db'}"
-    plain = open_memory(url, {"semantic_recall": {"hybrid": True}})
+    plain = open_memory(url, {"semantic_recall": {"hybrid": before}})
     plain.save_messages([message(i, f"word{i} shared") for i in range(5)])
     plain.close()
-    memory = open_memory(url)
+    memory = open_memory(url, {"semantic_recall": True})
     assert len(memory.search("ada", "word3")) > 0  # the missing contextual index is no error
     assert memory.reindex().indexed == 5
     assert_context(memory, "m3", ["word2 shared", "word3 shared"])

@@ -23,8 +23,20 @@ def test_demo_recalls_the_right_messages(tmp_path: Path) -> None:
     with open(os.devnull, "w") as quiet:
         outcomes = demo.run(memory, Console(file=quiet))
     assert len(outcomes) == len(demo.conversation()["queries"]) >= 4
-    for outcome in outcomes:
-        assert outcome.top_hit == outcome.expected, outcome
+    assert all(outcome.found for outcome in outcomes), outcomes
+    # hybrid recall's keyword signal puts a weak match on "near" first for one query
+    # of this small store (docs/guide.md); the semantic signal alone gets all five first
+    assert sum(outcome.first for outcome in outcomes) >= len(outcomes) - 1, outcomes
+    plain = {
+        **demo.OPTIONS,
+        "semantic_recall": {**demo.OPTIONS["semantic_recall"], "hybrid": False},
+    }
+    with (
+        Memory(url, url, "local/all-MiniLM-L6-v2", plain) as semantic,
+        open(os.devnull, "w") as quiet,
+    ):
+        alone = demo.show(semantic, demo.conversation(), Console(file=quiet))
+    assert all(outcome.first for outcome in alone), alone
 
 
 def test_demo_command_runs_offline_and_reruns_cleanly(tmp_path: Path) -> None:
@@ -35,14 +47,14 @@ def test_demo_command_runs_offline_and_reruns_cleanly(tmp_path: Path) -> None:
     assert "saved and indexed 32 messages of 4 conversations" in first.stdout
     assert "I named the starter Gerald" in first.stdout
     assert "<remembered_from_other_conversation>" in first.stdout
-    assert "5 of 5 recalls found the right message first." in first.stdout
+    assert "5 of 5 recalls handed the model the right message" in first.stdout
     second = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
     assert second.returncode == 0, second.stderr[-3000:]
     assert second.stdout == first.stdout
     doctor = [*command[:3], "doctor", "--db", str(tmp_path / "local.db"), "--quiet"]
     checked = subprocess.run(doctor, capture_output=True, text=True, env=env, cwd=tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr[-3000:]
-    assert "; no drift" in checked.stdout and "in 1 index:" in checked.stdout
+    assert "; no drift" in checked.stdout and "in 2 indexes:" in checked.stdout
 
 
 @pytest.fixture
@@ -259,11 +271,8 @@ def test_reindex_reports_progress_as_plain_lines_off_a_terminal(
     switched = [*common[:2], "--embedder", "hash/64"]  # a new index: all five to do
     result = runner.invoke(main, ["reindex", *switched, "--batch-size", "2"])
     assert result.exit_code == 0, result.output
-    assert result.stderr.splitlines() == [
-        "reindex: 2 of 5",
-        "reindex: 4 of 5",
-        "reindex: 5 of 5",
-    ]
+    # each batch of two also indexes the message after it, whose context it holds
+    assert result.stderr.splitlines() == ["reindex: 3 of 5", "reindex: 5 of 5"]
     assert "indexed 5 messages" in result.stdout
     quiet = runner.invoke(main, ["reindex", *switched[:2], "--embedder", "hash/32", "--quiet"])
     assert quiet.exit_code == 0 and quiet.stderr == ""

@@ -19,7 +19,7 @@ from recallstack.embedders.hashing import HashEmbedder
 
 T0 = datetime(2024, 2, 1, tzinfo=UTC)
 CONTEXT = {"semantic_recall": {"hybrid": {"context": 1}}}
-PLAIN = {"semantic_recall": True}
+PLAIN = {"semantic_recall": {"hybrid": False}}
 
 
 def seed(memory: Memory, count: int = 40) -> None:
@@ -116,8 +116,8 @@ def test_the_command_exits_1_on_drift_and_0_once_repaired(tmp_path: Path) -> Non
     assert repaired.exit_code == 0, repaired.output
     (after,) = [line for line in repaired.output.splitlines() if line.startswith("after repair:")]
     assert "; no drift" in after
-    # the command's memory does not embed context: what it cannot make is left, and said
-    assert "left: " in repaired.output and "_context1" in repaired.output
+    # the command's memory has the default options, contextual vectors among them
+    assert "left: " not in repaired.output
     again = runner.invoke(main, args)
     assert again.exit_code == 0 and "no drift" in again.output
 

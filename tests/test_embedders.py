@@ -502,9 +502,11 @@ def test_a_thousand_mixed_messages(server: EmbeddingServer) -> None:
     with Memory("memory://", "memory://", embedder, {"semantic_recall": True}) as memory:
         memory.create_thread("ada", thread_id="t")
         saved = memory.save_messages(messages)
-        assert saved.not_indexed == ["m7"] and len(saved.indexed) == 999
+        # m8's contextual text holds m7's: only its own vectors are written
+        assert saved.not_indexed == ["m7", "m8"] and len(saved.indexed) == 998
         assert saved.error is not None and "content filter" in saved.error
         assert not any("over" in str(r) for r in server.requests)  # nothing refused for size
+        assert memory.search("ada", texts[8], top_k=1)[0].message.id == "m8"
         hits = memory.recall("t", vector_search_string="Straßenbahnhaltestelle Hauptbahnhof").hits
         assert hits and all(int(h.message_id[1:]) % 20 == 0 for h in hits)
 
@@ -512,7 +514,7 @@ def test_a_thousand_mixed_messages(server: EmbeddingServer) -> None:
         memory.create_thread("ada", thread_id="t")
         memory.save_messages(messages, {"semantic_recall": False})  # stored, not indexed
         result = memory.reindex(batch_size=100)
-        assert (result.indexed, result.failed_ids) == (999, ["m7"])
+        assert (result.indexed, result.failed_ids) == (998, ["m7", "m8"])
 
 
 def test_retry_after_in_both_forms_and_a_bounded_total_time(server: EmbeddingServer) -> None:
@@ -634,7 +636,7 @@ def test_async_memory_over_the_http_embedder(
             return [h.message_id for h in recalled.hits]
 
     assert asyncio.run(main())[0] == "a"
-    assert len(server.requests) == 2  # the save's batch and the query, both awaited
+    assert len(server.requests) == 3  # the save's two batches (own, contextual), the query
 
 
 def test_a_memory_closes_the_clients_of_an_embedder_it_built(

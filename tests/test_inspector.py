@@ -47,11 +47,12 @@ def test_the_page_holds_no_data_and_may_reach_this_server_only(client: TestClien
 
 def test_index_states_of_a_page_and_only_for_its_owner(client: TestClient) -> None:
     found = client.get("/v1/threads/trip/index-states").json()
-    (index,) = found["indexes"]
+    index, context = found["indexes"]  # the default's: own vectors, contextual ones
+    assert context == f"{index}_context1"
     assert found["messages"] == {
-        "a": {index: "not embedded"},
-        "b": {index: "indexed"},
-        "c": {index: "indexed"},
+        "a": {index: "not embedded", context: "not embedded"},
+        "b": {index: "indexed", context: "indexed"},
+        "c": {index: "indexed", context: "indexed"},
     }
     paged = client.get("/v1/threads/trip/index-states", params={"per_page": 1}).json()
     assert list(paged["messages"]) == ["c"]  # the newest page, as /messages pages them

@@ -26,7 +26,9 @@ from recallstack.core.vectors import EVERYWHERE, Matrix, Partition
 from recallstack.embedders.hashing import HashEmbedder
 
 T0 = datetime(2024, 1, 15, 10, 30, tzinfo=UTC)
-RECALL = {"semantic_recall": {"top_k": 2, "message_range": 1, "scope": "resource"}}
+# The semantic signal alone: these tests pin its mechanics (hybrid recall, the default,
+# is tested in test_contextual_vectors.py and below)
+RECALL = {"semantic_recall": {"top_k": 2, "message_range": 1, "scope": "resource", "hybrid": False}}
 
 
 @pytest.fixture(params=BACKENDS)
@@ -141,7 +143,7 @@ class SameVector(HashEmbedder):
 
 
 def test_hybrid_recall_fuses_a_keyword_signal() -> None:
-    options = {"semantic_recall": {"top_k": 4, "hybrid": {"candidates": 10}}}
+    options = {"semantic_recall": {"top_k": 4, "hybrid": {"context": 0, "candidates": 10}}}
     memory = Memory("memory://", "memory://", SameVector(8), options)
     memory.create_thread("ada", thread_id="t")
     memory.create_thread("bob", thread_id="u")
@@ -167,15 +169,34 @@ def test_hybrid_recall_fuses_a_keyword_signal() -> None:
     assert [h.message_id for h in recalled.hits] == ["d", "b", "c", "a"]
 
 
-def test_hybrid_recall_needs_keyword_search() -> None:
-    class NoWords(InMemoryStorage):
-        keyword_search = False
+class NoWords(InMemoryStorage):
+    keyword_search = False
 
+
+def test_hybrid_recall_needs_keyword_search() -> None:
     memory = Memory(NoWords(), "memory://", HashEmbedder(8), {"semantic_recall": {"hybrid": True}})
     memory.create_thread("ada", thread_id="t")
     memory.save_messages([Message(id="m", thread_id="t", role="user", content="Lisbon")])
     with pytest.raises(UnsupportedFeatureError, match="memory storage has no keyword search"):
         memory.search("ada", "Lisbon")
+
+
+def test_the_default_is_hybrid_with_context_where_storage_has_keyword_search() -> None:
+    """`semantic_recall: True` means hybrid recall with contextual vectors; on a storage
+    without keyword search, the semantic signal alone (asked by name, hybrid is refused,
+    above)."""
+    for storage, expected in ((InMemoryStorage(), {"_context1"}), (NoWords(), set())):
+        memory = Memory(storage, "memory://", HashEmbedder(8), {"semantic_recall": True})
+        memory.create_thread("ada", thread_id="t")
+        memory.save_messages(
+            [Message(id=f"m{i}", thread_id="t", role="user", content="Lisbon") for i in range(2)]
+        )
+        assert memory.semantic is not None
+        main = memory.semantic.index_name()
+        assert {n.removeprefix(main) for n in memory.vector.list_indexes()} == {"", *expected}  # type: ignore[union-attr]
+        (hit, _) = memory.search("ada", "Lisbon")
+        assert (hit.keyword_score is not None) is bool(expected)
+        assert (hit.context_score is not None) is bool(expected)
 
 
 def test_every_backend_gives_identical_results(
@@ -222,10 +243,11 @@ def test_explicit_index_name_applies_everywhere(backends: tuple[Storage, VectorS
     options = {"semantic_recall": {"index_name": "my_index", "top_k": 1}}
     memory = memory_on(backends, options)
     conversation(memory)
-    assert backends[1].list_indexes() == ["my_index"]
+    assert sorted(backends[1].list_indexes()) == ["my_index", "my_index_context1"]
     assert memory.recall("trip", vector_search_string="Lisbon hotel").hits
     memory.delete_thread("trip")
     assert backends[1].describe_index("my_index").count == 5
+    assert backends[1].describe_index("my_index_context1").count == 5
 
 
 def test_threshold_applies_to_recall(backends: tuple[Storage, VectorStore]) -> None:
@@ -693,11 +715,16 @@ class CountingVectors(InMemoryVectorStore):
         return super().query(*args, **kwargs)
 
 
+SEMANTIC_TOP_4 = {"top_k": 4, "hybrid": False}
+
+
 @pytest.fixture
 def counted() -> Iterator[tuple[Memory, CountingStorage, CountingVectors]]:
     storage, vectors = CountingStorage(), CountingVectors()
     yield (
-        Memory(storage, vectors, HashEmbedder(64), {"semantic_recall": {"top_k": 4}}),
+        Memory(
+            storage, vectors, HashEmbedder(64), {"semantic_recall": {"top_k": 4, "hybrid": False}}
+        ),
         storage,
         vectors,
     )

@@ -140,6 +140,11 @@ class CountingHash(HashEmbedder):
         return super().embed(texts)
 
 
+# Contextual vectors (the default) are embedded again on the target, not copied: these
+# count the embeddings of messages' own vectors only
+OWN_VECTORS = {"semantic_recall": {"hybrid": False}}
+
+
 def stored(url: str, ids: list[str]) -> dict[str, list[float]]:
     with Memory(url, url, EMBEDDER, {"semantic_recall": True}) as memory:
         assert memory.semantic is not None
@@ -164,7 +169,7 @@ def test_migrate_copies_the_vectors_of_the_same_model(tmp_path: Path) -> None:
     CountingHash.embedded = 0
     with (
         Memory(source, source, EMBEDDER) as mine,
-        Memory(target, target, CountingHash(16), {"semantic_recall": True}) as theirs,
+        Memory(target, target, CountingHash(16), OWN_VECTORS) as theirs,
     ):
         result = migrate(mine, theirs)
     assert result.verified and result.sampled == 5
@@ -200,7 +205,7 @@ def test_export_with_vectors_then_import_writes_them(tmp_path: Path) -> None:
     assert kinds.count("vectors") == 6 and kinds.count("message") == 30  # one page a thread
     found = parse_lines(line.encode() for line in lines)
     CountingHash.embedded = 0
-    with Memory(target, target, CountingHash(16), {"semantic_recall": True}) as memory:
+    with Memory(target, target, CountingHash(16), OWN_VECTORS) as memory:
         imported = import_records(memory, found)
         assert (imported.messages, imported.with_vectors) == (30, 30)
         assert CountingHash.embedded == 0  # every vector came from the dump

@@ -42,9 +42,13 @@ def reindex(
         cursor = batch[-1]
         # a message saved but not yet indexed may have changed its followers' context
         following = followers(semantic.storage, [m.id for m in batch], config.context)
+        # those not yet recorded count here: once indexed, the cursor passes them by
+        waiting = {m.id for m in following} - semantic.storage.recorded(
+            [m.id for m in following], name
+        )
         report = semantic.indexing.index([*batch, *following], config)
         asked = {m.id for m in batch}
-        done += len(asked.intersection(report.indexed))
+        done += len((asked | waiting).intersection(report.indexed))
         failed += [i for i in report.refused if i in asked]
         error = error or report.error
         retry = asked.intersection(report.failed) - set(report.refused)

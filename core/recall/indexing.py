@@ -144,15 +144,17 @@ class Indexing:
         writer of a vector always checks after it. Returns the refused messages, and
         those whose context still changed after `CONTEXT_CHECKS` rounds (left for
         `reindex()`)."""
-        texts, previous = self._contexts(messages, own, config)
+        raw, previous = self._contexts(messages, own, config)
+        texts = self._chunked(raw, config)
         refused = self._write(name, messages, config, texts, previous, new, threads, {})
         todo = [m for m in messages if m.id not in refused]
         for _ in range(CONTEXT_CHECKS):
             again, after = self._contexts(todo, own, config)
-            todo = [m for m in todo if (again[m.id], after[m.id]) != (texts[m.id], previous[m.id])]
+            todo = [m for m in todo if after[m.id] != previous[m.id]]  # its digest changed
             if not todo:
                 return refused, {}
-            texts, previous = {**texts, **again}, {**previous, **after}
+            texts |= self._chunked({m.id: again[m.id] for m in todo}, config)
+            previous |= after
             refused |= self._write(name, todo, config, texts, previous, (), threads, {})
             todo = [m for m in todo if m.id not in refused]
         why = "its context changed while it was written; reindex() writes it"
@@ -163,25 +165,33 @@ class Indexing:
         messages: list[Message],
         own: Mapping[str, list[Tokenized]],
         config: SemanticRecallConfig,
-    ) -> tuple[dict[str, list[Tokenized]], dict[str, dict[str, Any]]]:
-        """Each message's contextual text, chunked (`derived.contexts`); and, as vector
-        metadata, the message just before it (`previous_id`), which a contextual hit
-        credits, and the text's digest, by which `doctor` tells a stale vector. A
-        message with no chunks of its own (`own`) has none."""
+    ) -> tuple[dict[str, str | None], dict[str, dict[str, Any]]]:
+        """Each message's contextual text (`derived.contexts`); and, as vector metadata,
+        the message just before it (`previous_id`), which a contextual hit credits, and
+        the text's digest, by which `doctor` tells a stale vector. A message with no
+        chunks of its own (`own`) has none."""
         embedded = [m for m in messages if own[m.id]]
         earlier = contexts(self.storage, embedded, config.context)
-        texts: dict[str, list[Tokenized]] = {}
+        texts: dict[str, str | None] = {}
         previous: dict[str, dict[str, Any]] = {}
         for m in messages:
             if not own[m.id]:
-                texts[m.id], previous[m.id] = [], {}
+                texts[m.id], previous[m.id] = None, {}
                 continue
-            text = context_text(earlier[m.id], m)
-            texts[m.id] = chunks(self.embedder, text, config.chunk_overlap)
+            texts[m.id] = text = context_text(earlier[m.id], m)
             previous[m.id] = {"context_digest": digest(text)}
             if earlier[m.id]:
                 previous[m.id]["previous_id"] = earlier[m.id][-1].id
         return texts, previous
+
+    def _chunked(
+        self, texts: Mapping[str, str | None], config: SemanticRecallConfig
+    ) -> dict[str, list[Tokenized]]:
+        """The contextual texts' chunks, tokenized only when they are to be written."""
+        return {
+            i: chunks(self.embedder, text, config.chunk_overlap) if text is not None else []
+            for i, text in texts.items()
+        }
 
     def _write(
         self,

@@ -19,7 +19,7 @@ from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.errors import InvalidInputError
 from recallstack.core.recall import SemanticRecall
 from recallstack.core.runtime.awaiting import for_the_loop, greenlet_spawn
-from recallstack.core.runtime.config import MemoryConfig
+from recallstack.core.runtime.config import MemoryConfig, fitted
 from recallstack.core.runtime.embedding_cache import CachedEmbedder
 from recallstack.core.runtime.registry import registry
 
@@ -88,6 +88,7 @@ class Engine:
         else:
             self.storage = registry().storage(storage or DEFAULT_URL)
             self.opened.append(self.storage)
+        self.config = fitted(self.config, self.storage.keyword_search)
         self.history = MessageHistory(storage=self._reach(self.storage), config=self.config)
         self.semantic: SemanticRecall | None = None
         self.vector: VectorStore | None = None

@@ -234,8 +234,7 @@ def demo(stores: Stores) -> None:
     with console.status("loading the embedding model"):
         memory = open_memory(stores, demo_module.OPTIONS)
     outcomes = demo_module.run(memory, console)
-    right = sum(o.top_hit == o.expected for o in outcomes)
-    console.print(f"[bold]{right} of {len(outcomes)} recalls found the right message first.")
+    console.print(f"[bold]{demo_module.summary(outcomes)}")
 
 
 @main.command()

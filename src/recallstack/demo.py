@@ -31,7 +31,25 @@ OPTIONS = {"last_messages": 4, "semantic_recall": {"top_k": 3, "message_range": 
 class Outcome:
     query: str
     expected: str
-    top_hit: str | None
+    hits: list[str]
+    """The recalled messages' ids, best first: all of them reach the model."""
+
+    @property
+    def found(self) -> bool:
+        return self.expected in self.hits
+
+    @property
+    def first(self) -> bool:
+        return self.hits[:1] == [self.expected]
+
+
+def summary(outcomes: list[Outcome]) -> str:
+    """How many recalls handed the model the message each query is about."""
+    found, first = sum(o.found for o in outcomes), sum(o.first for o in outcomes)
+    return (
+        f"{found} of {len(outcomes)} recalls handed the model the right message, "
+        f"{first} of them as the first hit."
+    )
 
 
 def conversation() -> dict[str, Any]:
@@ -101,8 +119,9 @@ def show(memory: Memory, data: dict[str, Any], console: Console) -> list[Outcome
                 title_align="left",
             )
         )
-        top = result.hits[0].message_id if result.hits else None
-        outcomes.append(Outcome(query["text"], query["expect"], top))
+        outcomes.append(
+            Outcome(query["text"], query["expect"], [h.message_id for h in result.hits])
+        )
     return outcomes
 
 
