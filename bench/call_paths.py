@@ -63,8 +63,7 @@ def main() -> None:
     parser.add_argument("--hybrid", action="store_true", help="hybrid recall, context 1")
     args = parser.parse_args()
     recall: dict[str, Any] = {"top_k": 4, "message_range": 1, "scope": "resource"}
-    if args.hybrid:
-        recall["hybrid"] = {"context": 1}
+    recall["hybrid"] = {"context": 1} if args.hybrid else False
     with Memory("memory://", "memory://", "hash/64", {"semantic_recall": recall}) as memory:
         memory.create_thread("ada", thread_id="t")
         memory.save_messages(

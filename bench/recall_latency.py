@@ -1,7 +1,7 @@
 """Memory.recall latency at a size, embedding excluded and included, and a new process's start.
 
     python bench/recall_latency.py [--sizes 10000 100000] [--queries 200] [--users 100]
-        [--hybrid] [--backend libsql|pg] [--pg-index hnsw|flat]
+        [--backend libsql|pg] [--pg-index hnsw|flat]
 
 Stores N messages of 100 users (10 messages a thread; `--users` to change),
 so a resource-scoped recall searches 1% of the vectors, in a LibSQL file (the
@@ -17,10 +17,12 @@ not recall). Each recall: history page
 (10), query embedding, vector search (top_k 4, resource scope), include
 windows (one neighbour each side). "Excluded": the query's embedding is
 already cached; "included": a new query text, embedded by the local model.
-`--hybrid` measures the same recalls with hybrid recall too (the keyword
-side from LibSQL's word index), and with contextual vectors (`{"context": 1}`,
-random ones written beside the others), each probe recalled by every mode in
-turn, and prints the ratios to semantic-only.
+Three modes, each probe recalled by every mode in turn: the default
+(`semantic_recall: True`: hybrid recall with contextual vectors, the keyword
+side from storage's word index, random contextual vectors written beside the
+others), hybrid without contextual vectors (`{"context": 0}`), and the
+semantic signal alone (`hybrid: False`, the default before); then the
+default's ratios to the semantic signal alone.
 """
 
 from __future__ import annotations
@@ -72,16 +74,13 @@ def percentiles(samples: list[float]) -> str:
     return f"p50 {statistics.median(ms):7.2f} ms   p95 {p95:7.2f} ms"
 
 
-def populate(
-    memory: Memory, size: int, users: int, index: str | None = None, context: bool = False
-) -> None:
-    """Messages, and random vectors with Memory's metadata; with `context`, contextual
-    vectors too (`hybrid={"context": 1}`), with the `previous_id` Memory writes."""
+def populate(memory: Memory, size: int, users: int, index: str | None = None) -> None:
+    """Messages, and random vectors with Memory's metadata: their own, and contextual
+    ones (the default's `{"context": 1}`) with the `previous_id` Memory writes."""
     assert memory.semantic is not None
     semantic = memory.semantic
     name = semantic.index_name()
-    with_context = SemanticRecallConfig(hybrid={"context": 1})
-    names = [name, semantic.context_index_name(with_context)] if context else [name]
+    names = [name, semantic.context_index_name(SemanticRecallConfig())]
     dimension = semantic.embedder.embedder.dimension
     for each in names:
         semantic.vector.create_index(each, dimension, config={"type": index})
@@ -118,12 +117,11 @@ def populate(
             ]
             ids, owners = [m.id for m in batch], [thread_of(m) for m in batch]
             upsert_grouped(semantic.vector, name, ids, vectors, owners, metadata)
-            if context:
-                for row, m in zip(metadata, batch, strict=True):
-                    if not m.id.endswith("-m0"):
-                        row["previous_id"] = f"{m.thread_id}-m{int(m.id.split('-m')[1]) - 1}"
-                vectors = rng.normal(size=(len(batch), dimension)).astype(np.float32)
-                upsert_grouped(semantic.vector, names[1], ids, vectors, owners, metadata)
+            for row, m in zip(metadata, batch, strict=True):
+                if not m.id.endswith("-m0"):
+                    row["previous_id"] = f"{m.thread_id}-m{int(m.id.split('-m')[1]) - 1}"
+            vectors = rng.normal(size=(len(batch), dimension)).astype(np.float32)
+            upsert_grouped(semantic.vector, names[1], ids, vectors, owners, metadata)
             for each in names:
                 memory.storage.mark_indexed([m.id for m in batch], each)
             batch = []
@@ -135,6 +133,7 @@ def thread_of(message: Message) -> Partition:
 
 
 OPTIONS = {"last_messages": 10, "semantic_recall": {"top_k": 4, "message_range": 1}}
+"""The default recall (hybrid, contextual vectors), four hits and one neighbour each side."""
 
 
 @contextlib.contextmanager
@@ -175,7 +174,7 @@ def first_recall(url: str, embedder: str, thread: str) -> None:
 def run(args: argparse.Namespace, size: int, folder: Path) -> None:
     with database(args.backend, size, folder) as url:
         index = args.pg_index if args.backend == "pg" else None
-        measure_at(url, size, args.queries, args.users, args.embedder, args.hybrid, index)
+        measure_at(url, size, args.queries, args.users, args.embedder, index)
 
 
 def measure_at(
@@ -184,13 +183,12 @@ def measure_at(
     queries: int,
     users: int,
     embedder: str,
-    hybrid: bool,
     index: str | None = None,
 ) -> None:
     options = OPTIONS
     memory = Memory(url, url, embedder, options)
     start = time.perf_counter()
-    populate(memory, size, users, index, context=hybrid)
+    populate(memory, size, users, index)
     took = time.perf_counter() - start
     kind = url.split(":")[0] + (f", {index} index" if index else "")
     print(f"\n== {size:,} stored messages, {users} users ({embedder}, {kind}) ==")
@@ -211,20 +209,22 @@ def measure_at(
             f"{cold['recall'] * 1000:7.1f} ms   peak RSS {cold['rss'] / 2**20:7.0f} MB"
         )
     print(f"on disk                     {disk_size(url) / 2**20:8.0f} MB")
-    modes = [("semantic", options)]
-    if hybrid:
-        for mode, hybrid_options in (("hybrid", True), ("hybrid, context 1", {"context": 1})):
-            recall = {"top_k": 4, "hybrid": hybrid_options}
-            modes.append((mode, {**options, "semantic_recall": recall}))
-    memories = {mode: Memory(url, url, embedder, mode_options) for mode, mode_options in modes}
+    recall = options["semantic_recall"]
+    modes = {
+        "default": options,
+        "hybrid, no context": {**options, "semantic_recall": {**recall, "hybrid": {"context": 0}}},
+        "semantic alone": {**options, "semantic_recall": {**recall, "hybrid": False}},
+    }
+    memories = {mode: Memory(url, url, embedder, chosen) for mode, chosen in modes.items()}
     excluded, included = measure(memories, probes)
     for mode, memory in memories.items():
         memory.close()
         print(f"{mode}, embedding excluded  {percentiles(excluded[mode])}")
         print(f"{mode}, embedding included  {percentiles(included[mode])}")
-    for mode, _ in modes[1:]:
-        ratio = statistics.median(excluded[mode]) / statistics.median(excluded["semantic"])
-        print(f"{mode} / semantic p50 (embedding excluded)  {ratio:.2f}x")
+    for mode in list(modes)[:2]:
+        for label, samples in (("excluded", excluded), ("included", included)):
+            ratio = statistics.median(samples[mode]) / statistics.median(samples["semantic alone"])
+            print(f"{mode} / semantic alone, p50 (embedding {label})  {ratio:.2f}x")
 
 
 Samples = dict[str, list[float]]
@@ -262,7 +262,6 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--users", type=int, default=100)
     parser.add_argument("--embedder", default="local/all-MiniLM-L6-v2")
-    parser.add_argument("--hybrid", action="store_true", help="also measure hybrid recall")
     parser.add_argument("--backend", choices=["libsql", "pg"], default="libsql")
     parser.add_argument(
         "--pg-index",

@@ -67,7 +67,10 @@ for _logger in ("recallstack", "psycopg"):
 """The failures this suite provokes are counted in its table, not printed one by one."""
 
 EMBEDDER = "hash/32"
-OPTIONS = {"semantic_recall": {"top_k": 5, "message_range": 1}, "last_messages": 5}
+OPTIONS = {
+    "semantic_recall": {"top_k": 5, "message_range": 1, "hybrid": False},
+    "last_messages": 5,
+}
 CONTEXT = "RECALLSTACK_RELIABILITY_CONTEXT"
 """Set (to 1) by `--context`, for this process and the workers it starts."""
 RESOURCE = "reliability"

@@ -35,7 +35,8 @@ import httpx
 from recallstack import AsyncMemory
 from recallstack.core.messages import Message
 
-OPTIONS = {"semantic_recall": {"top_k": 4, "message_range": 1}}
+OPTIONS = {"semantic_recall": {"top_k": 4, "message_range": 1, "hybrid": False}}
+"""The semantic signal alone: docs/server.md's figures were measured with it."""
 TOPICS = ["trains", "ramen", "temples", "hiking", "museums", "sake", "onsen", "gardens"]
 
 

@@ -90,7 +90,8 @@ def main() -> None:
     given.add_argument("--queries", type=int, default=400)
     given.add_argument("--hybrid", action="store_true", help="hybrid recall (more stages)")
     args = given.parse_args()
-    recall = {"top_k": 4, "message_range": 1, "hybrid": True} if args.hybrid else {"top_k": 4}
+    hybrid = {"context": 0} if args.hybrid else False  # the figures in docs/tracing.md
+    recall = {"top_k": 4, "message_range": 1, "hybrid": hybrid}
     options = {"last_messages": 10, "semantic_recall": recall}
     sdk = TracerProvider()
     sdk.add_span_processor(BatchSpanProcessor(Dropped()))

@@ -30,7 +30,7 @@ from recallstack.core.recall.indexing import Indexing, chunks_of
 from recallstack.core.recall.records import Hit, IndexReport, Recalled
 from recallstack.core.recall.retrieval import Retrieval, merge
 from recallstack.core.records import Thread
-from recallstack.core.runtime.config import MemoryConfig, SemanticRecallConfig
+from recallstack.core.runtime.config import MemoryConfig, SemanticRecallConfig, fitted
 from recallstack.core.runtime.embedding_cache import CachedEmbedder
 from recallstack.core.vectors import Matrix
 
@@ -69,8 +69,9 @@ class SemanticRecall:
             if isinstance(embedder, CachedEmbedder)
             else CachedEmbedder(embedder, cache_size)
         )
-        self.config = config or MemoryConfig(
-            semantic_recall=SemanticRecallConfig.model_validate(options)
+        self.config = fitted(
+            config or MemoryConfig(semantic_recall=SemanticRecallConfig.model_validate(options)),
+            storage.keyword_search,
         )
         self.log = logger or logging.getLogger("recallstack.semantic_recall")
         self.indexing = Indexing(storage, vector, self.embedder, self.log)

@@ -110,10 +110,12 @@ def test_a_recall_shows_what_the_api_returns_and_the_score_plot(page: Page, serv
     page.goto(f"{server}/inspect#key={MAYA}&thread=today")
     expect(page.locator("#thread-title")).to_have_text("Today")
     expect(page.locator("#thread-note")).to_contain_text("1 message · indexes: memory_messages_")
-    expect(page.locator("#messages .message .state")).to_have_text("vectors: indexed")
+    expect(page.locator("#messages .message .state")).to_have_text(
+        ["vectors: indexed", "context 1: indexed"]
+    )
     page.fill("#query", QUERY)
     page.fill("#top-k", "3")
-    page.check("#hybrid")
+    expect(page.locator("#hybrid")).to_be_checked()  # the library's default
     page.fill("#threshold", "0.2")
     page.click("#run")
     expect(page.locator("#result")).to_be_visible()
@@ -123,7 +125,7 @@ def test_a_recall_shows_what_the_api_returns_and_the_score_plot(page: Page, serv
         "message_range": 1,
         "scope": "resource",
         "threshold": 0.2,
-        "hybrid": True,
+        "hybrid": {"context": 1},
         "filter": None,
     }
     body = {"thread_id": "today", "query": QUERY, "options": {"semantic_recall": options}}
