@@ -341,7 +341,8 @@ def memory_over_vector(
 
     with paired(request, opened_vector_store, vector_target) as pair:
         name = pair.index(32)
-        options = {"semantic_recall": {"index_name": name}}
+        # the semantic signal alone: one index, the one the pair makes and drops
+        options = {"semantic_recall": {"index_name": name, "hybrid": False}}
         yield memory_api(InMemoryStorage(), pair.store, HashEmbedder(32), options)
 
 
@@ -352,6 +353,7 @@ def memory_over_storage(opened_storage: Any, ids: Any, memory_api: Any) -> Itera
     from recallstack.embedders.hashing import HashEmbedder
 
     ids("memory")  # labels the report with this storage target
-    yield memory_api(
-        opened_storage, InMemoryVectorStore(), HashEmbedder(32), {"semantic_recall": True}
-    )
+    # the semantic signal alone: hybrid recall's storage calls have their own cases
+    # (test_recall_paths, test_memory_lifecycle)
+    options = {"semantic_recall": {"hybrid": False}}
+    yield memory_api(opened_storage, InMemoryVectorStore(), HashEmbedder(32), options)

@@ -22,6 +22,7 @@ from recallstack.core.contracts.storage import Storage
 from recallstack.core.contracts.vector_store import VectorStore
 from recallstack.core.errors import InvalidInputError, NotFoundError, UnsupportedFeatureError
 from recallstack.core.messages import Message
+from recallstack.core.records import Include
 from recallstack.core.vectors import EVERYWHERE, Matrix, Partition
 from recallstack.embedders.hashing import HashEmbedder
 
@@ -884,3 +885,28 @@ def test_keyword_search_holds_when_statistics_lag_behind(
     found = storage.search_words("Lisbon", resource_id="ada")
     assert {i for i, _ in found} == {"trip-0", "trip-1", "trip-2"}
     assert all(score > 0 for _, score in found)
+
+
+def test_the_reference_storage_orders_a_thread_once_for_all_its_windows() -> None:
+    """A save with contextual vectors asks a window of every saved message: with each
+    window ordering its whole thread again, 5,000 messages took a minute."""
+    storage = InMemoryStorage()
+    orderings: list[str] = []
+    original = storage._thread_messages
+
+    def counted(thread_id: str) -> list[Message]:
+        orderings.append(thread_id)
+        return original(thread_id)
+
+    storage._thread_messages = counted  # type: ignore[method-assign]
+    memory = Memory(storage, "memory://", HashEmbedder(16), {"semantic_recall": True})
+    memory.create_thread("ada", thread_id="t")
+    batch = [
+        Message(id=f"m{i:04d}", thread_id="t", role="user", content=f"n {i}") for i in range(300)
+    ]
+    orderings.clear()
+    memory.save_messages(batch)
+    calls = len(orderings)
+    windows = storage.message_windows([Include(id=m.id, before=1, after=1) for m in batch])
+    assert len(orderings) == calls + 1 and len(windows) == 300
+    assert calls <= 4  # the save's windows: its followers, contexts read twice

@@ -117,13 +117,17 @@ class InMemoryStorage(Storage):
 
     def _include_windows(self, include: list[Include], resource_id: str | None) -> list[Message]:
         found: list[Message] = []
+        threads: dict[str, tuple[list[Message], dict[str, int]]] = {}  # each read once
         with self._lock:
             for inc in include:
                 target = self._messages.get(inc.id)
                 if target is None or resource_id not in (None, target.resource_id):
                     continue
-                neighbours = self._thread_messages(target.thread_id)
-                at = neighbours.index(target)
+                if target.thread_id not in threads:
+                    ordered = self._thread_messages(target.thread_id)
+                    threads[target.thread_id] = (ordered, {m.id: n for n, m in enumerate(ordered)})
+                neighbours, position = threads[target.thread_id]
+                at = position[target.id]
                 window = neighbours[max(0, at - inc.before) : at + inc.after + 1]
                 found += [m for m in window if resource_id in (None, m.resource_id)]
         return found

@@ -27,7 +27,7 @@ WORDS = ["kyoto temples", "ramen budget", "sushi counter", "onsen night", "train
 """One topic per message of the first thread; the second thread's messages mix them."""
 CONFIGS: dict[str, dict[str, Any] | None] = {
     "none": None,  # no embedder: it still reaches the vectors others wrote
-    "plain": {},
+    "plain": {"hybrid": False},
     "context": {"hybrid": {"context": 1}},
 }
 WRITERS = ["plain", "context"]
