@@ -159,8 +159,13 @@ def cross_validate(questions: list[Question]) -> None:
 
 def setting(fusion: Fusion) -> tuple[int, float, int, float, float]:
     """`fusion` in the order `recall_at` takes it."""
-    f = fusion
-    return (f.rrf_k, f.weight, f.candidates, f.context_share, f.context_credit)
+    return (
+        fusion.rrf_k,
+        fusion.weight,
+        fusion.candidates,
+        fusion.context_share,
+        fusion.context_credit,
+    )
 
 
 def _cells(figures: list[float]) -> str:

@@ -73,12 +73,11 @@ async def _whole(awaitable: Awaitable[T]) -> T:
 
 
 async def _entered_whole(manager: AbstractAsyncContextManager[T]) -> T:
-    task = asyncio.ensure_future(manager.__aenter__())
+    entering = asyncio.ensure_future(manager.__aenter__())
     try:
-        return await asyncio.shield(task)
+        return await _whole(entering)
     except asyncio.CancelledError as cancelled:
-        await asyncio.wait([task])
-        if not task.cancelled() and task.exception() is None:  # entered: leave it
+        if entering.done() and not entering.cancelled() and entering.exception() is None:
             await manager.__aexit__(type(cancelled), cancelled, cancelled.__traceback__)
         raise
 
