@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from backends import BACKENDS, make_backends
@@ -227,16 +228,34 @@ def test_the_ledgers_default_recorded_answers_as_the_built_in_ones() -> None:
 
     class Walking(InMemoryStorage):
         _records_of = Storage._records_of
+        pages = 0
+
+        def _unindexed(self, *args: Any) -> list[Message]:
+            self.pages += 1
+            return super()._unindexed(*args)
 
     answers = []
-    for storage in (InMemoryStorage(), Walking()):
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    walking = Walking()
+    for storage in (InMemoryStorage(), walking):
         storage.save_thread(Thread(id="t", resource_id="r"))
         storage.save_messages(
             [
-                Message(id=f"m{i}", thread_id="t", role="user", content=f"message {i}")
+                Message(
+                    id=f"m{i}",
+                    thread_id="t",
+                    role="user",
+                    content=f"message {i}",
+                    created_at=start + timedelta(seconds=i),
+                )
                 for i in range(2_500)  # more than one page of the walk
             ]
         )
         storage.mark_indexed([f"m{i}" for i in range(0, 2_500, 3)], "plain")
         answers.append(storage.recorded(["m0", "m1", "m3", "m2499", "m2498", "nope"], "plain"))
-    assert answers[0] == answers[1] == {"m0", "m3", "m2499"}
+        answers.append(storage.recorded(["m2", "m4"], "plain"))
+    assert answers[0] == answers[2] == {"m0", "m3", "m2499"}
+    assert answers[1] == answers[3] == set()
+    walking.pages = 0
+    assert walking.recorded(["m1200", "m1201"], "plain") == {"m1200"}
+    assert walking.pages == 1  # the walk starts at m1200 and stops past m1201

@@ -299,13 +299,20 @@ class Storage(IndexLedger, ABC):
 
     def _records_of(self, message_ids: list[str], index_name: str) -> set[str]:
         """`IndexLedger.recorded`: this default reads the stored messages among these and
-        walks every unrecorded one; the built-in storages read only these records."""
-        stored = {m.id for m in self._get_messages(message_ids)}
+        walks the unrecorded ones from the first of them to the last (reindex asks this
+        of each batch's followers); the built-in storages read only these records."""
+        found = self._get_messages(message_ids)
+        if not found:
+            return set()
+        stored = {m.id for m in found}
+        first, last = min(m.sort_key for m in found), max(m.sort_key for m in found)
         unrecorded: set[str] = set()
-        after = None
+        after = (first[0], "")  # just before the first: ids are never empty
         while batch := self._unindexed(index_name, 1000, after):
             unrecorded |= {m.id for m in batch} & stored
-            after = (batch[-1].created_at, batch[-1].id)
+            after = batch[-1].sort_key
+            if after >= last:
+                break
         return stored - unrecorded
 
     def close(self) -> None:
